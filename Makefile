@@ -1,0 +1,46 @@
+# tfhelm: `make test` installs everything it needs (venv, helm, the local control
+# plane, TensorFlow) and runs every test tier.
+SHELL := bash
+.SHELLFLAGS := -euo pipefail -c
+.DEFAULT_GOAL := help
+
+include mk/versions.mk
+
+BIN    := $(CURDIR)/bin
+VENV   := $(CURDIR)/.venv
+PY     := $(VENV)/bin/python
+PYTEST := $(PY) -m pytest
+export PATH := $(BIN):$(VENV)/bin:$(PATH)
+export GOTOOLCHAIN := local
+
+.PHONY: help install helm test test-unit test-chart docs clean
+help: ## Show the targets
+	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
+
+install: $(VENV)/.installed helm ## Python venv with tfhelm (editable) and helm
+
+$(VENV)/.installed: pyproject.toml
+	python3 -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[test]'
+	touch $@
+
+helm: $(BIN)/helm
+$(BIN)/helm: mk/versions.mk
+	hack/cached-go-install.sh helm $(HELM_VERSION) $(BIN) -- \
+	  go install -ldflags "-s -w -X helm.sh/helm/v4/internal/version.version=$(HELM_VERSION)" \
+	  helm.sh/helm/v4/cmd/helm@$(HELM_VERSION)
+
+test-unit: install ## Pure Python tests
+	$(PYTEST) tests/unit
+
+test-chart: install ## helm lint/template tests and schema rejections
+	$(PYTEST) tests/chart
+
+-include mk/testenv.mk mk/tf.mk
+
+test: install ## Every tier: unit, chart, cluster, tf
+	$(PYTEST) tests $(PYTEST_ARGS)
+
+clean: ## Remove build outputs (the per-user binary cache stays)
+	rm -rf $(BIN) $(VENV) .pytest_cache

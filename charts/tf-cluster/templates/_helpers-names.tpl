@@ -1,0 +1,78 @@
+{{- /*
+Every resource name and TF_CONFIG host comes from here. tfhelm/spec.py mirrors
+these rules; tests/chart/test_agreement.py proves both agree for many shapes.
+*/ -}}
+
+{{/* The TF cluster's name: `clusterName`, else the release name. */}}
+{{- define "tf-cluster.name" -}}
+{{- .Values.clusterName | default .Release.Name -}}
+{{- end }}
+
+{{/* Job and headless Service of a Job role; call with (dict "root" $ "role" "worker"). */}}
+{{- define "tf-cluster.jobName" -}}
+{{- printf "%s-%s" (include "tf-cluster.name" .root) .role -}}
+{{- end }}
+
+{{/* Deployment and Service of PS task i; call with (dict "root" $ "index" i). */}}
+{{- define "tf-cluster.psName" -}}
+{{- printf "%s-ps-%d" (include "tf-cluster.name" .root) (int .index) -}}
+{{- end }}
+
+{{/* ConfigMap with the cluster spec and launcher; one per release, so either release of
+a split cluster can be uninstalled alone. */}}
+{{- define "tf-cluster.configName" -}}
+{{- printf "%s-tfconfig" .Release.Name -}}
+{{- end }}
+
+{{/* ConfigMap holding the user's script for `code.source` configMap (theirs) or inline (ours). */}}
+{{- define "tf-cluster.codeConfigName" -}}
+{{- if eq .Values.code.source "configMap" }}{{ .Values.code.configMap }}{{ else }}{{ include "tf-cluster.name" . }}-code{{ end -}}
+{{- end }}
+
+{{- define "tf-cluster.pvcName" -}}
+{{- $vol := index .root.Values.storage .volume -}}
+{{- $vol.existingClaim | default (printf "%s-%s" (include "tf-cluster.name" .root) .volume) -}}
+{{- end }}
+
+{{/* `<ns>.svc[.<domain>]:<port>`: the part every host shares. */}}
+{{- define "tf-cluster.hostSuffix" -}}
+{{- printf "%s.svc" .Release.Namespace -}}
+{{- with .Values.clusterDomain }}.{{ . }}{{ end -}}
+:{{ .Values.port }}
+{{- end }}
+
+{{/* Number of tasks of each role, as a dict. */}}
+{{- define "tf-cluster.counts" -}}
+{{- $v := .Values -}}
+{{- dict "chief" (ternary 1 0 $v.chief.enabled) "evaluator" (ternary 1 0 $v.evaluator.enabled) "ps" (int $v.ps.replicas) "worker" (int $v.worker.replicas) | toJson -}}
+{{- end }}
+
+{{/*
+The TF_CONFIG `cluster` object as compact JSON with sorted keys, byte-identical to
+tfhelm.spec.dumps(). Written out directly (not built with `append`) so 10,000
+workers render in linear time.
+*/}}
+{{- define "tf-cluster.clusterJson" -}}
+{{- $name := include "tf-cluster.name" . -}}
+{{- $suffix := include "tf-cluster.hostSuffix" . -}}
+{{- $counts := include "tf-cluster.counts" . | fromJson -}}
+{{- $first := true -}}
+{
+{{- range $role := list "chief" "evaluator" "ps" "worker" }}
+{{- $n := int (index $counts $role) }}
+{{- if $n }}
+{{- if not $first }},{{ end }}{{ $first = false -}}
+"{{ $role }}":[
+{{- range $i := until $n }}
+{{- if $i }},{{ end -}}
+{{- if eq $role "ps" -}}
+"{{ $name }}-ps-{{ $i }}.{{ $suffix }}"
+{{- else -}}
+"{{ $name }}-{{ $role }}-{{ $i }}.{{ $name }}-{{ $role }}.{{ $suffix }}"
+{{- end }}
+{{- end -}}
+]
+{{- end }}
+{{- end -}}
+}
+{{- end }}

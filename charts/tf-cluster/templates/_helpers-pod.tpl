@@ -1,0 +1,185 @@
+{{/*
+The pod of one TF task, shared by every role. Call with
+(dict "root" $ "role" "worker") for Job roles and add "index" i for PS task i.
+*/}}
+{{- define "tf-cluster.pod" -}}
+{{- $root := .root -}}
+{{- $v := $root.Values -}}
+{{- $role := .role -}}
+{{- $r := index $v $role -}}
+{{- $isPS := eq $role "ps" -}}
+{{- $runs := include "tf-cluster.runs" . -}}
+{{- $name := include "tf-cluster.name" $root -}}
+{{- $clusterJson := include "tf-cluster.clusterJson" $root -}}
+{{- $image := merge (deepCopy ($r.image | default dict)) $v.image -}}
+metadata:
+  labels:
+    {{- include "tf-cluster.labels" (dict "root" $root "component" $role) | nindent 4 }}
+    {{- if $isPS }}
+    tfhelm.io/task-index: {{ .index | quote }}
+    {{- end }}
+    {{- with $r.podLabels }}
+    {{- toYaml . | nindent 4 }}
+    {{- end }}
+  annotations:
+    checksum/cluster-spec: {{ sha256sum $clusterJson }}
+    {{- with $r.podAnnotations }}
+    {{- toYaml . | nindent 4 }}
+    {{- end }}
+spec:
+  {{- if not $isPS }}
+  subdomain: {{ include "tf-cluster.jobName" . }}
+  restartPolicy: Never
+  {{- end }}
+  automountServiceAccountToken: false
+  enableServiceLinks: false
+  securityContext:
+    {{- toYaml $v.podSecurityContext | nindent 4 }}
+  {{- with $v.imagePullSecrets }}
+  imagePullSecrets:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  {{- with $r.priorityClassName }}
+  priorityClassName: {{ . }}
+  {{- end }}
+  {{- with $r.schedulerName }}
+  schedulerName: {{ . }}
+  {{- end }}
+  {{- with $r.nodeSelector }}
+  nodeSelector:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  {{- with $r.tolerations }}
+  tolerations:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  {{- with $r.affinity }}
+  affinity:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  {{- if and (not $isPS) (eq $v.code.source "url") }}
+  initContainers:
+    - name: fetch-code
+      image: {{ include "tf-cluster.image" $image }}
+      imagePullPolicy: {{ $image.pullPolicy }}
+      command: ["python3", "/etc/tfhelm/fetch.py", {{ $v.code.url | quote }}, "{{ $v.code.mountPath }}/{{ base $v.code.script }}", {{ $v.code.sha256 | quote }}]
+      securityContext:
+        {{- toYaml $v.containerSecurityContext | nindent 8 }}
+      resources:
+        requests: {cpu: 50m, memory: 64Mi}
+        limits: {memory: 256Mi}
+      volumeMounts:
+        - {name: tfhelm-config, mountPath: /etc/tfhelm, readOnly: true}
+        - {name: code, mountPath: {{ $v.code.mountPath }}}
+  {{- end }}
+  containers:
+    - name: tensorflow
+      image: {{ include "tf-cluster.image" $image }}
+      imagePullPolicy: {{ $image.pullPolicy }}
+      {{- if $r.command }}
+      command:
+        {{- toYaml $r.command | nindent 8 }}
+      {{- with $r.args }}
+      args:
+        {{- toYaml . | nindent 8 }}
+      {{- end }}
+      {{- else }}
+      command: ["python3", "/etc/tfhelm/launcher.py"]
+      {{- if eq $runs "server" }}
+      args: ["server"]
+      {{- else }}
+      args:
+        - script
+        - {{ include "tf-cluster.scriptPath" $root | quote }}
+        {{- range $v.code.args }}
+        - {{ . | quote }}
+        {{- end }}
+      {{- end }}
+      {{- end }}
+      ports:
+        - {name: tf, containerPort: {{ $v.port }}}
+      env:
+        # Declared before TF_CONFIG: the Job controller appends JOB_COMPLETION_INDEX at the
+        # end of env, too late for $(...) expansion in TF_CONFIG.
+        - name: TFHELM_TASK_INDEX
+          {{- if $isPS }}
+          value: {{ .index | quote }}
+          {{- else }}
+          valueFrom:
+            fieldRef:
+              fieldPath: metadata.annotations['batch.kubernetes.io/job-completion-index']
+          {{- end }}
+        - {name: TFHELM_TASK_TYPE, value: {{ $role }}}
+        - {name: TFHELM_CLUSTER, value: {{ $name }}}
+        - {name: TFHELM_CLUSTER_SPEC_FILE, value: /etc/tfhelm/cluster.json}
+        {{- if le (len $clusterJson) (int $v.tfConfig.inlineMaxBytes) }}
+        - name: TF_CONFIG
+          value: {{ printf "{\"cluster\":%s,\"task\":{\"index\":$(TFHELM_TASK_INDEX),\"type\":\"%s\"}}" $clusterJson $role | squote }}
+        {{- end }}
+        {{- if not $isPS }}
+        - {name: TFHELM_DATA_DIR, value: {{ $v.storage.data.mountPath }}}
+        - {name: TFHELM_LOG_DIR, value: "{{ $v.storage.logs.mountPath }}/{{ $name }}"}
+        - {name: TFHELM_CHECKPOINT_DIR, value: "{{ $v.storage.logs.mountPath }}/{{ $name }}/checkpoints"}
+        {{- end }}
+        - {name: HOME, value: /tmp}
+        - {name: PYTHONUNBUFFERED, value: "1"}
+        {{- with $r.env }}
+        {{- toYaml . | nindent 8 }}
+        {{- end }}
+      {{- with $r.envFrom }}
+      envFrom:
+        {{- toYaml . | nindent 8 }}
+      {{- end }}
+      {{- if eq $runs "server" }}
+      readinessProbe:
+        tcpSocket: {port: tf}
+        periodSeconds: 5
+      {{- end }}
+      resources:
+        {{- $res := deepCopy ($r.resources | default dict) }}
+        {{- if $r.gpus }}
+        {{- $_ := set $res "limits" (merge (dict "nvidia.com/gpu" $r.gpus) ($res.limits | default dict)) }}
+        {{- end }}
+        {{- toYaml $res | nindent 8 }}
+      securityContext:
+        {{- toYaml $v.containerSecurityContext | nindent 8 }}
+      volumeMounts:
+        - {name: tfhelm-config, mountPath: /etc/tfhelm, readOnly: true}
+        - {name: tmp, mountPath: /tmp}
+        {{- if not $isPS }}
+        {{- if ne $v.code.source "image" }}
+        - {name: code, mountPath: {{ $v.code.mountPath }}}
+        {{- end }}
+        - {name: data, mountPath: {{ $v.storage.data.mountPath }}}
+        - {name: logs, mountPath: {{ $v.storage.logs.mountPath }}}
+        {{- end }}
+        {{- with $r.extraVolumeMounts }}
+        {{- toYaml . | nindent 8 }}
+        {{- end }}
+  volumes:
+    - name: tfhelm-config
+      configMap:
+        name: {{ include "tf-cluster.configName" $root }}
+    - {name: tmp, emptyDir: {}}
+    {{- if not $isPS }}
+    {{- if eq $v.code.source "url" }}
+    - {name: code, emptyDir: {}}
+    {{- else if ne $v.code.source "image" }}
+    - name: code
+      configMap:
+        name: {{ include "tf-cluster.codeConfigName" $root }}
+    {{- end }}
+    {{- range $vol := list "data" "logs" }}
+    {{- if (index $v.storage $vol).enabled }}
+    - name: {{ $vol }}
+      persistentVolumeClaim:
+        claimName: {{ include "tf-cluster.pvcName" (dict "root" $root "volume" $vol) }}
+    {{- else }}
+    - {name: {{ $vol }}, emptyDir: {}}
+    {{- end }}
+    {{- end }}
+    {{- end }}
+    {{- with $r.extraVolumes }}
+    {{- toYaml . | nindent 4 }}
+    {{- end }}
+{{- end }}

@@ -1,0 +1,89 @@
+{{/* Chart label value. */}}
+{{- define "tf-cluster.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" -}}
+{{- end }}
+
+{{/* Selector labels: only name, instance and component; never user labels.
+Call with (dict "root" $ "component" "worker"). */}}
+{{- define "tf-cluster.selectorLabels" -}}
+app.kubernetes.io/name: {{ .root.Chart.Name }}
+app.kubernetes.io/instance: {{ .root.Release.Name }}
+app.kubernetes.io/component: {{ .component }}
+{{- end }}
+
+{{/* All labels of an object: selector labels, the standard ones, the TF role and cluster. */}}
+{{- define "tf-cluster.labels" -}}
+{{ include "tf-cluster.selectorLabels" . }}
+app.kubernetes.io/part-of: tfhelm
+app.kubernetes.io/managed-by: {{ .root.Release.Service }}
+app.kubernetes.io/version: {{ .root.Chart.AppVersion | quote }}
+helm.sh/chart: {{ include "tf-cluster.chart" .root }}
+tfhelm.io/cluster: {{ include "tf-cluster.name" .root }}
+tfhelm.io/role: {{ .component }}
+{{- with .root.Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end }}
+
+{{/* Does this release hold a part? Call with (dict "root" $ "part" "ps"); "" is false. */}}
+{{- define "tf-cluster.holds" -}}
+{{- $c := .root.Values.components -}}
+{{- if or (eq $c "all") (eq $c .part) (and (eq $c "workload") (ne .part "ps")) }}true{{ end -}}
+{{- end }}
+
+{{/* What a task runs: "server" (a TF server that never exits) or "script". */}}
+{{- define "tf-cluster.runs" -}}
+{{- if or (eq .role "ps") (and (eq .role "worker") (eq .root.Values.mode "in-graph")) }}server{{ else }}script{{ end -}}
+{{- end }}
+
+{{/* `repository:tag`, or the repository alone when it carries a digest and no tag. */}}
+{{- define "tf-cluster.image" -}}
+{{- .repository }}{{ with .tag }}:{{ . }}{{ end -}}
+{{- end }}
+
+{{/* Script path in the container. */}}
+{{- define "tf-cluster.scriptPath" -}}
+{{- $code := .Values.code -}}
+{{- if eq $code.source "image" }}{{ $code.script }}{{ else }}{{ $code.mountPath }}/{{ base $code.script }}{{ end -}}
+{{- end }}
+
+{{/*
+Combinations the schema cannot express. Included by the always-rendered ConfigMap and by
+NOTES.txt, so `helm install` and `helm template` (Argo CD) both fail with the message.
+*/}}
+{{- define "tf-cluster.validate" -}}
+{{- $v := .Values -}}
+{{- if and (eq $v.code.source "url") (not $v.code.url) -}}
+{{- fail "code.url is required when code.source is \"url\" (set it to the http(s) URL of your script)" -}}
+{{- end -}}
+{{- if and (eq $v.code.source "inline") (not $v.code.inline) -}}
+{{- fail "code.inline is required when code.source is \"inline\" (the script's text)" -}}
+{{- end -}}
+{{- if and (eq $v.code.source "configMap") (not $v.code.configMap) -}}
+{{- fail "code.configMap is required when code.source is \"configMap\" (name the ConfigMap holding code.script)" -}}
+{{- end -}}
+{{- if and (eq $v.components "ps") (eq (int $v.ps.replicas) 0) -}}
+{{- fail "components is \"ps\" but ps.replicas is 0: this release would be empty" -}}
+{{- end -}}
+{{- if and (eq $v.mode "in-graph") (eq (int $v.ps.replicas) 0) -}}
+{{- fail "mode \"in-graph\" needs parameter servers: set ps.replicas >= 1 (or use mode between-graph for MultiWorkerMirroredStrategy)" -}}
+{{- end -}}
+{{- if and $v.storage.storageClass.create (eq $v.storage.storageClass.preset "custom") (not $v.storage.storageClass.provisioner) -}}
+{{- fail "storage.storageClass.provisioner is required for the \"custom\" preset (e.g. nfs.csi.k8s.io)" -}}
+{{- end -}}
+{{- if and $v.storage.storageClass.create (eq $v.storage.storageClass.preset "glusterfs-heketi") (not $v.storage.storageClass.glusterfs.resturl) -}}
+{{- fail "storage.storageClass.glusterfs.resturl is required for the \"glusterfs-heketi\" preset" -}}
+{{- end -}}
+{{- $name := include "tf-cluster.name" . -}}
+{{- if not (regexMatch "^[a-z]([-a-z0-9]*[a-z0-9])?$" $name) -}}
+{{- fail (printf "cluster name %q must be lowercase letters, digits and '-', starting with a letter (set clusterName)" $name) -}}
+{{- end -}}
+{{- $counts := include "tf-cluster.counts" . | fromJson -}}
+{{- range $role := list "chief" "evaluator" "ps" "worker" }}
+{{- $n := int (index $counts $role) }}
+{{- $longest := printf "%s-%s-%d" $name $role (sub $n 1) }}
+{{- if and $n (gt (len $longest) 63) }}
+{{- fail (printf "cluster name %q is too long: the %s hostname %q exceeds 63 characters (shorten clusterName)" $name $role $longest) }}
+{{- end }}
+{{- end }}
+{{- end }}

@@ -1,0 +1,92 @@
+"""Helm, through pyhelm3. Values always travel on stdin, never on the command line."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import re
+import shutil
+from pathlib import Path
+
+from pyhelm3 import Client, Command
+from pyhelm3 import errors as helm_errors
+
+from tfhelm.chart import chart_path
+from tfhelm.errors import ReleaseError, RenderError, TfhelmError
+
+# pyhelm3 logs every failed command; we report the failure ourselves, once.
+logging.getLogger("pyhelm3").setLevel(logging.CRITICAL)
+_LOG_LINE = re.compile(r"^(level=\w+ |time=|WARNING: )", re.M)
+
+
+def run_sync(coro):
+    """Run one pyhelm3 coroutine from synchronous code (the CLI, tests)."""
+    return asyncio.run(coro)
+
+
+def helm_executable() -> str:
+    """`TFHELM_HELM`, else the repository's `bin/helm` (built by `make helm`), else PATH."""
+    candidates = [os.environ.get("TFHELM_HELM"),
+                  str(Path(__file__).resolve().parent.parent / "bin" / "helm"), shutil.which("helm")]
+    for c in candidates:
+        if c and os.access(c, os.X_OK):
+            return c
+    raise TfhelmError("helm not found: run `make helm` or put Helm 4 on PATH")
+
+
+def helm_message(err: helm_errors.Error) -> str:
+    """Helm's own reason, without its log lines and `Error:` prefix."""
+    lines = [ln for ln in err.stderr.decode().splitlines() if ln.strip() and not _LOG_LINE.match(ln)]
+    return " ".join(ln.strip() for ln in lines).removeprefix("Error: ") or f"helm exited {err.returncode}"
+
+
+class Helm:
+    def __init__(self, command: Command | None = None, timeout: str = "5m"):
+        exe = helm_executable()
+        self.command = command or Command(executable=exe, default_timeout=timeout)
+        self.client = Client(self.command, executable=exe)
+
+    async def template(self, release: str, values: dict, namespace: str,
+                       chart: str = "tf-cluster") -> list[dict]:
+        try:
+            docs = await self.command.template(release, chart_path(chart), values, namespace=namespace)
+            return [d for d in docs if d]
+        except helm_errors.Error as err:
+            raise RenderError(helm_message(err)) from err
+
+    async def install_or_upgrade(self, release: str, values: dict, namespace: str,
+                                 chart: str = "tf-cluster") -> int:
+        """Install or upgrade; a failed install is rolled back, so no half-made release stays."""
+        try:
+            ref = await self.client.get_chart(chart_path(chart))
+            rev = await self.client.install_or_upgrade_release(
+                release, ref, values, namespace=namespace, rollback_on_failure=True,
+                create_namespace=False)
+            return rev.revision
+        except helm_errors.Error as err:
+            raise ReleaseError(namespace, release, "install", helm_message(err)) from err
+
+    async def uninstall(self, release: str, namespace: str, wait: bool = True) -> bool:
+        """Uninstall; False when the release was already gone (that is fine)."""
+        try:
+            await self.command.uninstall(release, namespace=namespace, wait=wait)
+            return True
+        except helm_errors.ReleaseNotFoundError:
+            return False
+        except helm_errors.Error as err:
+            raise ReleaseError(namespace, release, "uninstall", helm_message(err)) from err
+
+    async def get_values(self, release: str, namespace: str) -> dict | None:
+        """The user-supplied values of a release; None when it does not exist."""
+        try:
+            return await self.command.get_values(release, namespace=namespace) or {}
+        except helm_errors.ReleaseNotFoundError:
+            return None
+        except helm_errors.Error as err:
+            if "not found" in err.stderr.decode():
+                return None
+            raise ReleaseError(namespace, release, "read", helm_message(err)) from err
+
+    async def exists(self, release: str, namespace: str) -> bool:
+        return await self.get_values(release, namespace) is not None

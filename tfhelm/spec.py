@@ -1,0 +1,124 @@
+"""The TensorFlow cluster spec: names, hosts and TF_CONFIG, without any I/O.
+
+This module mirrors the chart's `templates/_helpers-names.tpl`; tests render the
+chart for many shapes and compare every pod's TF_CONFIG with what is computed here.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+
+from tfhelm.errors import SpecError
+
+# TF_CONFIG's cluster roles, in the order TensorFlow documents them.
+ROLES = ("chief", "worker", "ps", "evaluator")
+# Roles run as Indexed Jobs (one Job + one headless Service each); PS are Deployments.
+JOB_ROLES = ("chief", "worker", "evaluator")
+
+DEFAULT_PORT = 2222
+MAX_WORKERS = 10_000
+MAX_PS = 100  # one Deployment + Service each: keep the release small
+HELM_RELEASE_MAX = 53
+DNS_LABEL_MAX = 63
+PS_RELEASE_SUFFIX = "-ps"
+_DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+
+
+@dataclass(frozen=True)
+class Shape:
+    workers: int
+    ps: int = 0
+    chief: bool = False
+    evaluator: bool = False
+
+    def count(self, role: str) -> int:
+        return {"chief": int(self.chief), "worker": self.workers, "ps": self.ps,
+                "evaluator": int(self.evaluator)}[role]
+
+    def validate(self) -> "Shape":
+        if self.workers < 1:
+            raise SpecError("--workers", f"must be at least 1, got {self.workers}",
+                            "a TF cluster needs one worker task or more")
+        if self.workers > MAX_WORKERS:
+            raise SpecError("--workers", f"{self.workers} is over the limit of {MAX_WORKERS}")
+        if not 0 <= self.ps <= MAX_PS:
+            raise SpecError("--ps", f"must be between 0 and {MAX_PS}, got {self.ps}",
+                            "each PS task is its own Deployment and Service")
+        return self
+
+
+def job_name(name: str, role: str) -> str:
+    """Job and headless Service of a role; pod i's hostname is `<job>-<i>`."""
+    return f"{name}-{role}"
+
+
+def ps_name(name: str, index: int) -> str:
+    """Deployment and Service of PS task `index`."""
+    return f"{name}-ps-{index}"
+
+
+def ps_release(name: str) -> str:
+    return name + PS_RELEASE_SUFFIX
+
+
+def host(name: str, namespace: str, role: str, index: int,
+         port: int = DEFAULT_PORT, cluster_domain: str = "") -> str:
+    suffix = f"{namespace}.svc" + (f".{cluster_domain}" if cluster_domain else "")
+    if role == "ps":
+        return f"{ps_name(name, index)}.{suffix}:{port}"
+    return f"{job_name(name, role)}-{index}.{job_name(name, role)}.{suffix}:{port}"
+
+
+def cluster_spec(name: str, namespace: str, shape: Shape, port: int = DEFAULT_PORT,
+                 cluster_domain: str = "") -> dict[str, list[str]]:
+    return {role: [host(name, namespace, role, i, port, cluster_domain)
+                   for i in range(shape.count(role))]
+            for role in ROLES if shape.count(role)}
+
+
+def tasks(shape: Shape) -> list[tuple[str, int]]:
+    return [(role, i) for role in ROLES for i in range(shape.count(role))]
+
+
+def tf_config(cluster: dict[str, list[str]], task_type: str, index: int) -> dict:
+    if index >= len(cluster.get(task_type, [])):
+        have = ", ".join(f"{r}:0..{len(h) - 1}" for r, h in cluster.items())
+        raise SpecError("--task", f"{task_type}:{index} is not in this cluster", f"tasks are {have}")
+    return {"cluster": cluster, "task": {"type": task_type, "index": index}}
+
+
+def dumps(obj) -> str:
+    """Canonical JSON, byte-identical to Helm's `toJson` (sorted keys, compact)."""
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"))
+
+
+def parse_task(text: str) -> tuple[str, int]:
+    """`worker:3` -> ("worker", 3)."""
+    role, _, index = text.partition(":")
+    if role not in ROLES or not index.isdigit():
+        raise SpecError("--task", f"'{text}' is not TYPE:INDEX",
+                        f"use one of {', '.join(ROLES)} and an index, e.g. worker:0")
+    return role, int(index)
+
+
+def validate_name(name: str, shape: Shape, field: str = "--name") -> str:
+    """The cluster name must make valid, short enough names for everything derived from it."""
+    if not _DNS1035.match(name):
+        raise SpecError(field, f"'{name}' is not a valid name",
+                        "use lowercase letters, digits and '-', starting with a letter")
+    if len(ps_release(name)) > HELM_RELEASE_MAX:
+        raise SpecError(field, f"'{name}' is {len(name)} characters; Helm release names are "
+                        f"at most {HELM_RELEASE_MAX} and the PS release adds '{PS_RELEASE_SUFFIX}'",
+                        f"use at most {HELM_RELEASE_MAX - len(PS_RELEASE_SUFFIX)} characters")
+    for role in ROLES:
+        n = shape.count(role)
+        if not n:
+            continue
+        longest = ps_name(name, n - 1) if role == "ps" else f"{job_name(name, role)}-{n - 1}"
+        if len(longest) > DNS_LABEL_MAX:
+            raise SpecError(field, f"'{name}' makes the {role} hostname '{longest}' longer than "
+                            f"{DNS_LABEL_MAX} characters",
+                            f"use at most {len(name) - (len(longest) - DNS_LABEL_MAX)} characters")
+    return name

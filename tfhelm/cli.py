@@ -95,13 +95,12 @@ def up(name: Optional[str] = typer.Option(None, "--name", help="Cluster name (de
         out.print(deploy.manifests_yaml(run_sync(deploy.render(p, helm))), end="", markup=False,
                   highlight=False, soft_wrap=True)
         return
-    if generated:
-        err.print(f"cluster name: [bold]{p.name}[/bold]")
     kube = Kube()
     run_sync(deploy.up(p, helm, kube, notify=lambda m: err.print(f"[dim]•[/dim] {m}")))
     s = p.shape
     err.print(f"[green]✓[/green] TF cluster [bold]{p.namespace}/{p.name}[/bold]: {s.workers} worker(s), "
-              f"{s.ps} PS{', chief' if s.chief else ''}{', evaluator' if s.evaluator else ''}")
+              f"{s.ps} PS{', chief' if s.chief else ''}{', evaluator' if s.evaluator else ''}"
+              f"{' (generated name)' if generated else ''}")
     err.print(f"  follow it:  tfhelm status {p.name} -n {p.namespace}\n"
               f"  logs:       kubectl -n {p.namespace} logs -f job/{spec.job_name(p.name, 'worker')}\n"
               f"  remove it:  tfhelm down {p.name} -n {p.namespace}")
@@ -121,7 +120,7 @@ def down(name: str = typer.Argument(..., help="Cluster name."), namespace: Optio
          purge: bool = typer.Option(False, "--purge", help="Also delete the data and logs PVCs.")):
     """Uninstall a TF cluster (both releases). Data, logs and checkpoints stay unless --purge."""
     ns = namespace or current_namespace()
-    spec.validate_name(name, spec.Shape(workers=1), field="NAME")
+    spec.validate_name(name, field="NAME")
     found = run_sync(deploy.down(name, ns, Helm(), Kube(), purge=purge,
                                  notify=lambda m: err.print(f"[dim]•[/dim] {m}")))
     if not found:
@@ -196,6 +195,10 @@ def tfconfig(name: str = typer.Argument(..., help="Cluster name."),
     cluster = cluster_spec_of(values, ns, name)
     out.print(spec.dumps(spec.tf_config(cluster, role, index)), markup=False, highlight=False,
               soft_wrap=True)
+
+
+# Commands that live in their own modules (tfhelm/commands/), registered here.
+# Each line: app.command(NAME)(function) or app.add_typer(sub_app, name=NAME).
 
 
 def main() -> None:  # pragma: no cover - console entry point

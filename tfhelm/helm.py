@@ -18,6 +18,10 @@ from tfhelm.errors import ReleaseError, RenderError, TfhelmError
 # pyhelm3 logs every failed command; we report the failure ourselves, once.
 logging.getLogger("pyhelm3").setLevel(logging.CRITICAL)
 _LOG_LINE = re.compile(r"^(level=\w+ |time=|WARNING: )", re.M)
+# Boilerplate around the reason in Helm's messages.
+_NOISE = [re.compile(p) for p in (
+    r"^Error: ", r" ?Use --debug flag to render out invalid YAML", r"execution error at \([^)]*\): ",
+    r"values don't meet the specifications of the schema\(s\) in the following chart\(s\): [\w-]+: - ")]
 
 
 def run_sync(coro):
@@ -38,7 +42,12 @@ def helm_executable() -> str:
 def helm_message(err: helm_errors.Error) -> str:
     """Helm's own reason, without its log lines and `Error:` prefix."""
     lines = [ln for ln in err.stderr.decode().splitlines() if ln.strip() and not _LOG_LINE.match(ln)]
-    return " ".join(ln.strip() for ln in lines).removeprefix("Error: ") or f"helm exited {err.returncode}"
+    text = " ".join(ln.strip() for ln in lines)
+    for noise in _NOISE:
+        text = noise.sub("", text)
+    # Schema paths as value keys: "at '/worker/replicas': " -> "worker.replicas: "
+    text = re.sub(r"at '([^']*)': ", lambda m: (m.group(1).strip("/").replace("/", ".") or "values") + ": ", text)
+    return text or f"helm exited {err.returncode}"
 
 
 class Helm:

@@ -23,6 +23,7 @@ MAX_PS = 100  # one Deployment + Service each: keep the release small
 HELM_RELEASE_MAX = 53
 DNS_LABEL_MAX = 63
 PS_RELEASE_SUFFIX = "-ps"
+MAX_NAME = HELM_RELEASE_MAX - len(PS_RELEASE_SUFFIX)
 _DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 
 
@@ -103,22 +104,22 @@ def parse_task(text: str) -> tuple[str, int]:
     return role, int(index)
 
 
-def validate_name(name: str, shape: Shape, field: str = "--name") -> str:
-    """The cluster name must make valid, short enough names for everything derived from it."""
+def validate_name(name: str, field: str = "--name") -> str:
+    """A cluster name must be a DNS-1035 label short enough for Helm's 53-character release
+    names once the PS release adds `-ps`. At 50 characters every derived name still fits
+    a 63-character hostname: the longest suffix is `-worker-9999` or `-evaluator-0`."""
     if not _DNS1035.match(name):
         raise SpecError(field, f"'{name}' is not a valid name",
                         "use lowercase letters, digits and '-', starting with a letter")
     if len(ps_release(name)) > HELM_RELEASE_MAX:
         raise SpecError(field, f"'{name}' is {len(name)} characters; Helm release names are "
                         f"at most {HELM_RELEASE_MAX} and the PS release adds '{PS_RELEASE_SUFFIX}'",
-                        f"use at most {HELM_RELEASE_MAX - len(PS_RELEASE_SUFFIX)} characters")
-    for role in ROLES:
-        n = shape.count(role)
-        if not n:
-            continue
-        longest = ps_name(name, n - 1) if role == "ps" else f"{job_name(name, role)}-{n - 1}"
-        if len(longest) > DNS_LABEL_MAX:
-            raise SpecError(field, f"'{name}' makes the {role} hostname '{longest}' longer than "
-                            f"{DNS_LABEL_MAX} characters",
-                            f"use at most {len(name) - (len(longest) - DNS_LABEL_MAX)} characters")
+                        f"use at most {MAX_NAME} characters")
     return name
+
+
+def longest_hostname(name: str, shape: Shape) -> str:
+    """The longest pod hostname a cluster gets (DNS labels are at most 63 characters)."""
+    names = [ps_name(name, shape.ps - 1)] if shape.ps else []
+    names += [f"{job_name(name, r)}-{shape.count(r) - 1}" for r in JOB_ROLES if shape.count(r)]
+    return max(names, key=len)

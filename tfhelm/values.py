@@ -53,7 +53,7 @@ def compute_values(opts: ClusterOptions) -> dict:
     values["clusterName"] = opts.name
     values.pop("components", None)
     shape = shape_of(values).validate()
-    spec.validate_name(opts.name, shape)
+    spec.validate_name(opts.name)
     return values
 
 

@@ -1,0 +1,30 @@
+import subprocess
+
+import pytest
+
+from tfhelm.chart import chart_path
+from tfhelm.helm import helm_executable
+from tfhelm.manifests import render as render_values
+
+
+def helm(*args: str, stdin: str = "") -> subprocess.CompletedProcess:
+    return subprocess.run([helm_executable(), *args], input=stdin, capture_output=True, text=True)
+
+
+def render(values: dict | None = None, release: str = "mnist", namespace: str = "team-a",
+           chart: str = "tf-cluster") -> list[dict]:
+    return render_values(values or {}, release, namespace, chart=chart)
+
+
+def kinds(manifests: list[dict]) -> list[tuple[str, str]]:
+    return sorted((m["kind"], m["metadata"]["name"]) for m in manifests)
+
+
+def pod_specs(manifests: list[dict]) -> dict[str, dict]:
+    return {m["metadata"]["name"]: m["spec"]["template"]["spec"]
+            for m in manifests if m["kind"] in ("Job", "Deployment")}
+
+
+@pytest.fixture
+def tf_chart():
+    return str(chart_path("tf-cluster"))

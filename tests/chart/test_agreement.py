@@ -1,0 +1,47 @@
+"""The chart's `_helpers-names.tpl` and tfhelm/spec.py must agree: every pod's TF_CONFIG
+as rendered by Helm equals `tfhelm tfconfig` for the same shape."""
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from tfhelm import spec
+from tfhelm.cli import app
+from tfhelm.manifests import task_tf_configs
+
+from .conftest import render
+
+SHAPES = [  # (name, workers, ps, chief, evaluator)
+    ("a", 1, 0, False, False),
+    ("mnist", 1, 1, False, False),
+    ("mnist", 4, 0, True, False),
+    ("x-1-y", 3, 2, False, True),
+    ("resnet50", 2, 3, True, True),
+    ("b" * spec.MAX_NAME, 12, 1, True, True),
+    ("z9", 1, 5, True, False),
+]
+
+
+@pytest.mark.parametrize("name,workers,ps,chief,evaluator", SHAPES)
+@pytest.mark.parametrize("namespace", ["default", "team-a"])
+def test_every_rendered_tf_config_matches_tfhelm_tfconfig(name, workers, ps, chief, evaluator, namespace):
+    values = {"clusterName": name, "worker": {"replicas": workers}, "ps": {"replicas": ps},
+              "chief": {"enabled": chief}, "evaluator": {"enabled": evaluator}}
+    rendered = task_tf_configs(render(values, release=name, namespace=namespace))
+    expected_tasks = spec.tasks(spec.Shape(workers, ps, chief, evaluator))
+    assert sorted(rendered) == sorted(expected_tasks)
+    runner = CliRunner()
+    shape_args = ["--workers", str(workers), "--ps", str(ps), "-n", namespace,
+                  "--chief" if chief else "--no-chief", "--evaluator" if evaluator else "--no-evaluator"]
+    for role, index in expected_tasks:
+        result = runner.invoke(app, ["tfconfig", name, "--task", f"{role}:{index}", *shape_args])
+        assert result.exit_code == 0, result.output
+        assert json.loads(result.stdout) == rendered[(role, index)], (role, index)
+
+
+def test_port_and_cluster_domain_agree():
+    values = {"port": 3000, "clusterDomain": "cluster.local", "worker": {"replicas": 2}}
+    rendered = task_tf_configs(render(values, release="m", namespace="ns"))
+    cluster = spec.cluster_spec("m", "ns", spec.Shape(workers=2, ps=1), 3000, "cluster.local")
+    assert rendered[("worker", 1)] == spec.tf_config(cluster, "worker", 1)

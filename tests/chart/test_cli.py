@@ -1,0 +1,94 @@
+"""The CLI's offline commands (render, dry-run, tfconfig) and its handling of bad input."""
+
+import json
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from tfhelm.cli import app
+from tfhelm.manifests import task_tf_configs
+
+runner = CliRunner()
+
+
+@pytest.fixture(autouse=True)
+def no_cluster(monkeypatch, tmp_path):
+    """Offline commands must not need a cluster; a missing kubeconfig proves they don't use one."""
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "absent"))
+
+
+def docs(text: str) -> list[dict]:
+    return [d for d in yaml.safe_load_all(text) if d]
+
+
+def test_up_dry_run_prints_eight_workers_with_their_tf_config():
+    result = runner.invoke(app, ["up", "--workers", "8", "--ps", "2", "--name", "demo", "--dry-run"])
+    assert result.exit_code == 0, result.output
+    manifests = docs(result.stdout)
+    configs = task_tf_configs(manifests)
+    workers = sorted(i for role, i in configs if role == "worker")
+    assert workers == list(range(8))
+    assert configs[("worker", 5)]["task"] == {"type": "worker", "index": 5}
+    assert configs[("worker", 5)]["cluster"]["ps"] == ["demo-ps-0.default.svc:2222", "demo-ps-1.default.svc:2222"]
+
+
+def test_dry_run_shows_both_releases():
+    result = runner.invoke(app, ["up", "--workers", "2", "--name", "demo", "--dry-run", "-n", "team-a"])
+    assert "# release: demo-ps" in result.stdout and "# release: demo\n" in result.stdout
+
+
+def test_up_without_name_generates_one():
+    result = runner.invoke(app, ["up", "--workers", "1", "--dry-run"])
+    assert result.exit_code == 0
+    names = {d["metadata"]["labels"]["tfhelm.io/cluster"] for d in docs(result.stdout)}
+    assert len(names) == 1 and names.pop().startswith("tf-")
+
+
+def test_render_values_only_is_ready_for_gitops():
+    result = runner.invoke(app, ["render", "mnist", "--workers", "4", "--ps", "1", "--set", "worker.gpus=1"])
+    assert result.exit_code == 0
+    values = docs(runner.invoke(app, ["render", "mnist", "--workers", "4", "--values-only"]).stdout)
+    assert [v["components"] for v in values] == ["ps", "workload"]
+    assert all(v["clusterName"] == "mnist" and v["worker"]["replicas"] == 4 for v in values)
+
+
+def test_script_args_after_double_dash(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "train.py").write_text("print('train')\n")
+    result = runner.invoke(app, ["render", "m", "--script", "train.py", "--", "--epochs", "3"])
+    job = next(d for d in docs(result.stdout) if d["kind"] == "Job")
+    assert job["spec"]["template"]["spec"]["containers"][0]["args"] == [
+        "script", "/opt/tfhelm/code/train.py", "--epochs", "3"]
+
+
+def test_tfconfig_offline():
+    result = runner.invoke(app, ["tfconfig", "mnist", "--workers", "3", "--task", "worker:2", "-n", "x"])
+    assert json.loads(result.stdout)["task"] == {"type": "worker", "index": 2}
+
+
+@pytest.mark.parametrize("args,message", [
+    (["up", "--workers", "0", "--dry-run"], "--workers: must be at least 1"),
+    (["up", "--workers", "-1", "--dry-run"], "--workers: must be at least 1"),
+    (["up", "--workers", "2", "--ps", "1000", "--dry-run"], "--ps: must be between 0 and 100"),
+    (["up", "--workers", "2", "--name", "My_Job", "--dry-run"], "--name: 'My_Job' is not a valid name"),
+    (["up", "--workers", "2", "--name", "a" * 51], "use at most 50 characters"),
+    (["up", "--workers", "2", "--script", "s3://bucket/t.py"], "--script: 's3://bucket/t.py' is not an http(s) URL"),
+    (["up", "--workers", "2", "--set", "wrkers=3"], "additional properties 'wrkers' not allowed"),
+    (["up", "--workers", "2", "--set", "mode=in-graph", "--ps", "0"], "needs parameter servers"),
+    (["up", "--image", "bad image"], "--image: 'bad image' is not an image reference"),
+    (["tfconfig", "m", "--workers", "2", "--task", "worker:2"], "worker:2 is not in this cluster"),
+    (["tfconfig", "m", "--workers", "2", "--task", "boss:0"], "--task: 'boss:0' is not TYPE:INDEX"),
+])
+def test_bad_input_is_one_clear_line_and_exit_2_before_any_cluster_access(args, message):
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2, result.output
+    assert message in result.stderr
+    assert "no reachable Kubernetes cluster" not in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+
+
+def test_up_without_a_cluster_says_how_to_start_one():
+    result = runner.invoke(app, ["up", "--workers", "1", "--name", "m"])
+    assert result.exit_code == 1
+    assert "no reachable Kubernetes cluster" in result.stderr and "tfhelm cluster up" in result.stderr

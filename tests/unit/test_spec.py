@@ -1,0 +1,83 @@
+import json
+
+import pytest
+
+from tfhelm import spec
+from tfhelm.errors import SpecError
+from tfhelm.spec import Shape
+
+
+def test_hosts_follow_the_dns_scheme():
+    cluster = spec.cluster_spec("mnist", "team-a", Shape(workers=2, ps=1, chief=True))
+    assert cluster == {
+        "chief": ["mnist-chief-0.mnist-chief.team-a.svc:2222"],
+        "worker": ["mnist-worker-0.mnist-worker.team-a.svc:2222",
+                   "mnist-worker-1.mnist-worker.team-a.svc:2222"],
+        "ps": ["mnist-ps-0.team-a.svc:2222"],
+    }
+
+
+def test_cluster_domain_and_port_are_applied():
+    cluster = spec.cluster_spec("a", "ns", Shape(workers=1), port=3333, cluster_domain="cluster.local")
+    assert cluster["worker"] == ["a-worker-0.a-worker.ns.svc.cluster.local:3333"]
+
+
+def test_roles_without_tasks_are_left_out():
+    assert set(spec.cluster_spec("a", "ns", Shape(workers=3))) == {"worker"}
+
+
+def test_tf_config_names_the_task():
+    cluster = spec.cluster_spec("a", "ns", Shape(workers=2, ps=1))
+    assert spec.tf_config(cluster, "worker", 1)["task"] == {"type": "worker", "index": 1}
+
+
+def test_tf_config_rejects_a_task_outside_the_cluster():
+    cluster = spec.cluster_spec("a", "ns", Shape(workers=2))
+    with pytest.raises(SpecError, match="worker:2 is not in this cluster"):
+        spec.tf_config(cluster, "worker", 2)
+
+
+def test_dumps_is_canonical_json():
+    text = spec.dumps({"task": {"type": "ps", "index": 0}, "cluster": {"ps": ["h:1"]}})
+    assert text == '{"cluster":{"ps":["h:1"]},"task":{"index":0,"type":"ps"}}'
+    assert json.loads(text)["task"]["index"] == 0
+
+
+@pytest.mark.parametrize("text,expected", [("worker:3", ("worker", 3)), ("ps:0", ("ps", 0))])
+def test_parse_task(text, expected):
+    assert spec.parse_task(text) == expected
+
+
+@pytest.mark.parametrize("text", ["worker", "gpu:1", "worker:-1", "worker:x"])
+def test_parse_task_rejects_garbage(text):
+    with pytest.raises(SpecError, match="--task"):
+        spec.parse_task(text)
+
+
+@pytest.mark.parametrize("shape,message", [
+    (Shape(workers=0), "at least 1"),
+    (Shape(workers=-3), "at least 1"),
+    (Shape(workers=10_001), "over the limit"),
+    (Shape(workers=1, ps=101), "between 0 and 100"),
+])
+def test_shape_bounds(shape, message):
+    with pytest.raises(SpecError, match=message):
+        shape.validate()
+
+
+@pytest.mark.parametrize("name", ["Mnist", "1abc", "a_b", "a.b", "-a", "a-", ""])
+def test_names_must_be_dns_labels_starting_with_a_letter(name):
+    with pytest.raises(SpecError, match="not a valid name"):
+        spec.validate_name(name)
+
+
+def test_name_too_long_for_the_ps_release():
+    spec.validate_name("a" * spec.MAX_NAME)
+    with pytest.raises(SpecError, match="at most 50 characters"):
+        spec.validate_name("a" * (spec.MAX_NAME + 1))
+
+
+def test_longest_allowed_name_fits_every_hostname_of_the_largest_cluster():
+    biggest = Shape(workers=spec.MAX_WORKERS, ps=spec.MAX_PS, chief=True, evaluator=True)
+    host = spec.longest_hostname("a" * spec.MAX_NAME, biggest)
+    assert host.endswith("-worker-9999") and len(host) <= spec.DNS_LABEL_MAX

@@ -1,0 +1,88 @@
+import re
+
+import pytest
+
+from tfhelm.errors import SpecError
+from tfhelm.values import (ClusterOptions, compute_values, generate_name, parse_set, script_values,
+                           shape_of, split_image)
+
+
+def test_options_become_values():
+    v = compute_values(ClusterOptions(name="mnist", workers=8, ps=2, chief=True, gpus=1,
+                                      image="tensorflow/tensorflow:2.21.0-gpu"))
+    assert v["clusterName"] == "mnist"
+    assert v["worker"] == {"replicas": 8, "gpus": 1}
+    assert v["ps"] == {"replicas": 2}
+    assert v["chief"] == {"enabled": True}
+    assert v["image"] == {"repository": "tensorflow/tensorflow", "tag": "2.21.0-gpu"}
+    assert "components" not in v
+
+
+def test_precedence_files_then_set_then_options():
+    v = compute_values(ClusterOptions(
+        name="a", workers=4, value_files=[{"worker": {"replicas": 2, "gpus": 3}}, {"ps": {"replicas": 1}}],
+        sets=["worker.replicas=3,ps.replicas=5"]))
+    assert v["worker"] == {"replicas": 4, "gpus": 3}
+    assert v["ps"]["replicas"] == 5
+
+
+def test_shape_uses_chart_defaults_for_what_is_not_set():
+    assert shape_of({}).workers == 1 and shape_of({}).ps == 1
+
+
+@pytest.mark.parametrize("opts,field", [
+    (ClusterOptions(name="a", workers=0), "--workers"),
+    (ClusterOptions(name="a", ps=500), "--ps"),
+    (ClusterOptions(name="A", workers=1), "--name"),
+    (ClusterOptions(name="a", workers=1, gpus=-1), "--gpus"),
+    (ClusterOptions(name="a", sets=["worker.replicas"]), "--set"),
+])
+def test_bad_options_name_the_field(opts, field):
+    with pytest.raises(SpecError) as exc:
+        compute_values(opts)
+    assert exc.value.field == field
+
+
+def test_parse_set_types_and_lists():
+    assert parse_set("a.b=1,c=true,d=null,e=x\\,y,f[1].g=2") == {
+        "a": {"b": 1}, "c": True, "d": None, "e": "x,y", "f": [None, {"g": 2}]}
+
+
+def test_parse_set_keeps_strings_that_look_like_versions():
+    assert parse_set("image.tag=2.21.0,x=007") == {"image": {"tag": "2.21.0"}, "x": "007"}
+
+
+@pytest.mark.parametrize("ref,expected", [
+    ("tf", {"repository": "tf", "tag": "latest"}),
+    ("reg:5000/team/tf", {"repository": "reg:5000/team/tf", "tag": "latest"}),
+    ("reg:5000/team/tf:1.2", {"repository": "reg:5000/team/tf", "tag": "1.2"}),
+    ("tf@sha256:" + "a" * 64, {"repository": "tf@sha256:" + "a" * 64, "tag": ""}),
+])
+def test_split_image(ref, expected):
+    assert split_image(ref) == expected
+
+
+def test_script_url_local_file_and_image_path(tmp_path):
+    assert script_values("https://files.team-a/train.py") == {
+        "source": "url", "url": "https://files.team-a/train.py", "script": "train.py"}
+    (tmp_path / "train.py").write_text("print('hi')\n")
+    assert script_values("train.py", tmp_path) == {
+        "source": "inline", "script": "train.py", "inline": "print('hi')\n"}
+    assert script_values("/app/train.py", tmp_path) == {"source": "image", "script": "/app/train.py"}
+
+
+@pytest.mark.parametrize("script,problem", [
+    ("ftp://host/train.py", "not an http(s) URL"),
+    ("http://host/", "does not name a file"),
+    ("missing.py", "not a local file"),
+])
+def test_bad_scripts(script, problem, tmp_path):
+    with pytest.raises(SpecError, match=re.escape(problem)):
+        script_values(script, tmp_path)
+
+
+def test_generated_names_are_valid_and_differ():
+    names = {generate_name() for _ in range(20)}
+    assert len(names) > 1
+    for n in names:
+        compute_values(ClusterOptions(name=n, workers=1))

@@ -13,7 +13,7 @@ PYTEST := $(PY) -m pytest
 export PATH := $(BIN):$(VENV)/bin:$(PATH)
 export GOTOOLCHAIN := local
 
-.PHONY: help install helm test test-unit test-chart docs clean
+.PHONY: help install helm helm-docs test test-unit test-chart docs clean
 help: ## Show the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
 
@@ -31,10 +31,18 @@ $(BIN)/helm: mk/versions.mk
 	  go install -ldflags "-s -w -X helm.sh/helm/v4/internal/version.version=$(HELM_VERSION)" \
 	  helm.sh/helm/v4/cmd/helm@$(HELM_VERSION)
 
+helm-docs: $(BIN)/helm-docs
+$(BIN)/helm-docs: mk/versions.mk
+	hack/cached-go-install.sh helm-docs $(HELM_DOCS_VERSION) $(BIN) -- \
+	  go install -ldflags "-s -w" github.com/norwoodj/helm-docs/cmd/helm-docs@$(HELM_DOCS_VERSION)
+
+docs: helm-docs ## Regenerate the charts' READMEs from their values.yaml comments
+	$(BIN)/helm-docs --chart-search-root charts --template-files README.md.gotmpl
+
 test-unit: install ## Pure Python tests
 	$(PYTEST) tests/unit
 
-test-chart: install ## helm lint/template tests and schema rejections
+test-chart: install helm-docs ## helm lint/template tests and schema rejections
 	$(PYTEST) tests/chart
 
 -include mk/testenv.mk mk/tf.mk

@@ -1,0 +1,72 @@
+"""Every value is documented and in the strict schema; chart READMEs do not drift."""
+
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tfhelm.chart import charts_dir
+
+CHARTS = sorted(p.name for p in charts_dir().iterdir() if (p / "Chart.yaml").exists())
+HELM_DOCS = shutil.which("helm-docs") or str(charts_dir().parent / "bin" / "helm-docs")
+
+
+def leaves(values: dict, prefix: str = ""):
+    for key, value in values.items():
+        path = f"{prefix}{key}"
+        if isinstance(value, dict) and value and not _passthrough(path):
+            yield from leaves(value, path + ".")
+        else:
+            yield path
+
+
+def _passthrough(path: str) -> bool:
+    return path.split(".")[-1] in {"resources", "podSecurityContext", "containerSecurityContext",
+                                   "affinity", "parameters", "nodeSelector", "podLabels", "podAnnotations"}
+
+
+def schema_node(schema: dict, path: str) -> dict | None:
+    node = schema
+    for key in path.split("."):
+        props = node.get("properties", {})
+        if key not in props:
+            return None
+        node = props[key]
+    return node
+
+
+@pytest.mark.parametrize("chart", CHARTS)
+def test_every_value_is_in_the_schema(chart):
+    root = charts_dir() / chart
+    values = yaml.safe_load((root / "values.yaml").read_text())
+    schema = json.loads((root / "values.schema.json").read_text())
+    assert schema.get("additionalProperties") is False
+    missing = [p for p in leaves(values) if schema_node(schema, p) is None]
+    assert not missing, f"values without a schema entry: {missing}"
+
+
+@pytest.mark.parametrize("chart", CHARTS)
+def test_every_value_has_a_helm_docs_comment(chart):
+    """helm-docs lists every key in the README's table; each needs a description there,
+    on itself or on the pass-through object that holds it."""
+    root = charts_dir() / chart
+    rows = re.findall(r"^\| ([\w.\-\[\]\"/]+) \| [^|]* \| .* \| (.*) \|$",
+                      (root / "README.md").read_text(), re.M)
+    described = {key for key, desc in rows if desc.strip()}
+    values = yaml.safe_load((root / "values.yaml").read_text())
+    undocumented = [p for p in leaves(values)
+                    if not any(".".join(p.split(".")[:n]) in described for n in range(1, p.count(".") + 2))]
+    assert not undocumented, f"values without a `# --` comment: {undocumented}"
+
+
+@pytest.mark.parametrize("chart", CHARTS)
+def test_chart_readme_is_generated_from_values(chart):
+    root = charts_dir() / chart
+    result = subprocess.run([HELM_DOCS, "--dry-run", "--chart-search-root", str(root),
+                             "--template-files", "README.md.gotmpl"], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == (root / "README.md").read_text(), "README drifted: run `make docs`"

@@ -13,7 +13,7 @@ PYTEST := $(PY) -m pytest
 export PATH := $(BIN):$(VENV)/bin:$(PATH)
 export GOTOOLCHAIN := local
 
-.PHONY: help install helm helm-docs test test-unit test-chart docs clean
+.PHONY: help install helm helm-docs test test-unit test-chart test-cluster demo docs clean
 help: ## Show the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
 
@@ -47,8 +47,20 @@ test-chart: install helm-docs ## helm lint/template tests and schema rejections
 
 -include mk/testenv.mk mk/tf.mk
 
-test: install ## Every tier: unit, chart, cluster, tf
+test: install helm-docs testenv ## Every tier: unit, chart, cluster, tf
 	$(PYTEST) tests $(PYTEST_ARGS)
 
-clean: ## Remove build outputs (the per-user binary cache stays)
-	rm -rf $(BIN) $(VENV) .pytest_cache
+test-cluster: install testenv ## The cluster tier against the local control plane
+	$(PYTEST) tests/cluster $(PYTEST_ARGS)
+
+demo: install testenv ## The main job on the embedded local cluster: 8 workers, 2 PS, watched to the end
+	eval "$$($(VENV)/bin/tfhelm cluster up)"; \
+	$(VENV)/bin/tfhelm up --name demo -n demo --workers 8 --ps 2 --script examples/ps_between_graph.py --wait; \
+	$(VENV)/bin/tfhelm status demo -n demo; \
+	echo; echo "The local cluster keeps running. Explore it with kubectl and tfhelm:"; \
+	echo "  export KUBECONFIG=$$KUBECONFIG"; echo "  tfhelm status demo -n demo"; \
+	echo "Stop it with: make cluster-down"
+
+clean: ## Stop the local cluster, remove build outputs (the per-user binary cache stays)
+	-[ -x $(PY) ] && $(PY) -m tfhelm.localcluster down
+	rm -rf $(BIN) $(VENV) .pytest_cache .tfhelm

@@ -3,40 +3,23 @@ side-effect layer (deploy, helm, kube). Errors become one red line and an exit c
 
 from __future__ import annotations
 
-import functools
 import sys
 from pathlib import Path
 from typing import Optional
 
 import typer
 import yaml
-from rich.console import Console
 from rich.table import Table
 
 from tfhelm import deploy, spec, status
-from tfhelm.errors import SpecError, TfhelmError, exit_code
+from tfhelm.console import cli_errors, err, out
+from tfhelm.errors import SpecError, TfhelmError
 from tfhelm.helm import Helm, run_sync
 from tfhelm.kube import Kube, current_namespace
 from tfhelm.values import ClusterOptions, cluster_spec_of, compute_values, generate_name
 
 app = typer.Typer(help="Distributed TensorFlow on Kubernetes from a few parameters.",
                   no_args_is_help=True, pretty_exceptions_enable=False)
-out = Console()  # results (manifests, JSON) go to stdout, so they can be piped
-err = Console(stderr=True)
-
-
-def cli_errors(fn):
-    """Turn our typed errors into one red line; usage errors exit 2, others 1."""
-    @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
-        try:
-            return fn(*args, **kwargs)
-        except TfhelmError as e:
-            err.print(f"[red]error:[/red] {e}", markup=True, highlight=False, soft_wrap=True)
-            raise typer.Exit(exit_code(e)) from None
-    return wrapper
-
-
 # Options shared by the commands that compute a cluster's values.
 NamespaceOpt = typer.Option(None, "--namespace", "-n", help="Namespace (default: the kubeconfig's).")
 WorkersOpt = typer.Option(None, "--workers", "-w", help="Worker tasks (an Indexed Job).")
@@ -83,6 +66,8 @@ def up(name: Optional[str] = typer.Option(None, "--name", help="Cluster name (de
        values_files: Optional[list[Path]] = ValuesOpt, sets: Optional[list[str]] = SetOpt,
        wait: bool = typer.Option(False, "--wait", help="Wait until training finishes, showing progress."),
        timeout: int = typer.Option(3600, "--timeout", help="Seconds --wait waits."),
+       reap: bool = typer.Option(False, "--reap", help="Wait until training is done, then remove the "
+                                 "parameter servers (grace, completion, onFailure: the `reaper` values)."),
        dry_run: bool = typer.Option(False, "--dry-run", help="Print the manifests; touch no cluster."),
        script_args: Optional[list[str]] = ArgsArg):
     """Create (or upgrade) a TF cluster: the PS release and the main release."""
@@ -110,7 +95,15 @@ def up(name: Optional[str] = typer.Option(None, "--name", help="Cluster name (de
         outcome = wait_for_training(kube, p.namespace, p.name, s, err, timeout=timeout)
         colour = "green" if outcome == "Complete" else "red"
         err.print(f"[{colour}]training {outcome.lower()}[/{colour}]")
-        if outcome != "Complete":
+        if outcome != "Complete" and not reap:
+            raise typer.Exit(1)
+    if reap and s.ps:
+        from tfhelm.commands.reap import run_reaper
+        from tfhelm.reaper import config_from_values
+
+        result = run_reaper(kube, p.namespace, p.name, config_from_values(p.values), err, helm=helm)
+        err.print(f"[dim]•[/dim] {result.message}", highlight=False, soft_wrap=True)
+        if result.outcome != "Complete":
             raise typer.Exit(1)
 
 
@@ -135,7 +128,8 @@ def status_(name: str = typer.Argument(..., help="Cluster name."),
             namespace: Optional[str] = NamespaceOpt):
     """Tasks, Job progress and parameter-server state of a TF cluster."""
     ns = namespace or current_namespace()
-    objs = Kube().objects(ns, name)
+    kube = Kube()
+    objs = kube.objects(ns, name)
     if not (objs.pods or objs.jobs or objs.deployments):
         raise TfhelmError(f"no TF cluster '{name}' in namespace {ns}")
     table = Table(title=f"TF cluster {ns}/{name}")
@@ -147,6 +141,10 @@ def status_(name: str = typer.Argument(..., help="Cluster name."),
     for j in status.job_rows(objs):
         out.print(f"job {j.name}: {j.succeeded}/{j.total} succeeded, {j.failed} failed — {j.state}")
     out.print(f"parameter servers: {status.ps_state(objs)}")
+    from tfhelm.reaper import cluster_events
+
+    for line in status.reaper_lines(cluster_events(kube, ns, objs.jobs)):
+        out.print(line, markup=False, highlight=False, soft_wrap=True)
 
 
 @app.command()
@@ -199,6 +197,7 @@ def tfconfig(name: str = typer.Argument(..., help="Cluster name."),
 
 # Commands that live in their own modules (tfhelm/commands/), registered here.
 # Each line: app.command(NAME)(function) or app.add_typer(sub_app, name=NAME).
+from tfhelm.commands import cluster as cluster_cmd; app.add_typer(cluster_cmd.app, name="cluster")  # noqa: E402,E702
 
 
 def main() -> None:  # pragma: no cover - console entry point

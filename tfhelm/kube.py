@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass
 from functools import cached_property
@@ -18,7 +19,8 @@ CLUSTER_LABEL = "tfhelm.io/cluster"
 def load_config(kubeconfig: str | None = None) -> client.ApiClient:
     """The kubeconfig (KUBECONFIG or ~/.kube/config), else the in-cluster ServiceAccount."""
     try:
-        return config.new_client_from_config(config_file=kubeconfig)
+        # KUBECONFIG read now, not when the kubernetes package was imported.
+        return config.new_client_from_config(config_file=kubeconfig or os.environ.get("KUBECONFIG"))
     except (config.ConfigException, FileNotFoundError, TypeError) as err:
         try:
             config.load_incluster_config()
@@ -29,7 +31,8 @@ def load_config(kubeconfig: str | None = None) -> client.ApiClient:
 
 def current_namespace(kubeconfig: str | None = None) -> str:
     try:
-        _, active = config.list_kube_config_contexts(config_file=kubeconfig)
+        _, active = config.list_kube_config_contexts(
+            config_file=kubeconfig or os.environ.get("KUBECONFIG"))
         return active.get("context", {}).get("namespace") or "default"
     except (config.ConfigException, FileNotFoundError, TypeError):
         try:

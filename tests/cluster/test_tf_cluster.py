@@ -1,0 +1,153 @@
+"""tf-cluster on a real control plane: admission (Pod Security "restricted"), the Job
+controller, the scheduler and kwok's pod lifecycle, installed by tfhelm and by plain helm."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+from kubernetes import client
+from typer.testing import CliRunner
+
+from tfhelm.cli import app
+from tfhelm.helm import helm_executable
+from tfhelm.manifests import COMPLETION_INDEX_FIELD, expand_env
+from tfhelm.chart import chart_path
+
+from .conftest import wait_for
+
+runner = CliRunner()
+
+
+def tfhelm(*args: str, code: int = 0):
+    result = runner.invoke(app, list(args))
+    assert result.exit_code == code, result.output
+    return result
+
+
+def helm(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([helm_executable(), *args], input=stdin, capture_output=True, text=True)
+
+
+def releases(ns: str) -> list[str]:
+    result = helm("list", "-n", ns, "--deployed", "--failed", "--pending", "-o", "json")
+    assert result.returncode == 0, result.stderr
+    return sorted(r["name"] for r in json.loads(result.stdout or "[]"))
+
+
+@pytest.fixture(scope="module")
+def batch(api_client):
+    return client.BatchV1Api(api_client)
+
+
+@pytest.fixture(scope="module")
+def apps(api_client):
+    return client.AppsV1Api(api_client)
+
+
+def cluster_pods(core, ns: str, cluster: str) -> list:
+    return core.list_namespaced_pod(ns, label_selector=f"tfhelm.io/cluster={cluster}").items
+
+
+def job_state(batch, ns: str, name: str) -> str | None:
+    status = batch.read_namespaced_job(name, ns).status
+    return next((c.type for c in status.conditions or []
+                 if c.type in ("Complete", "Failed") and c.status == "True"), None)
+
+
+def pod_tf_config(pod) -> tuple[tuple[str, int], dict]:
+    """TF_CONFIG as the kubelet would build it from the pod stored in the API server."""
+    container = next(c for c in pod.spec.containers if c.name == "tensorflow")
+    env = [e.to_dict() for e in container.env]
+    env = [{k: v for k, v in e.items() if v is not None} for e in env]
+    for e in env:
+        if "value_from" in e:
+            e["valueFrom"] = {"fieldRef": {"fieldPath": e.pop("value_from")["field_ref"]["field_path"]}}
+    index = (pod.metadata.annotations or {}).get("batch.kubernetes.io/job-completion-index")
+    values = expand_env(env, {COMPLETION_INDEX_FIELD: index} if index is not None else {})
+    return (values["TFHELM_TASK_TYPE"], int(values["TFHELM_TASK_INDEX"])), json.loads(values["TF_CONFIG"])
+
+
+def test_up_status_down_on_a_restricted_namespace(namespace, core, batch):
+    tfhelm("up", "--name", "mnist", "-n", namespace, "--workers", "4", "--ps", "2", "--chief", "--wait",
+           "--timeout", "180")
+    assert releases(namespace) == ["mnist", "mnist-ps"]
+    # The real Job controller made 4 indexed worker pods; kwok ran and completed them.
+    assert job_state(batch, namespace, "mnist-worker") == "Complete"
+    assert job_state(batch, namespace, "mnist-chief") == "Complete"
+    pods = cluster_pods(core, namespace, "mnist")
+    workers = sorted(p.metadata.annotations["batch.kubernetes.io/job-completion-index"]
+                     for p in pods if p.metadata.labels["tfhelm.io/role"] == "worker")
+    assert workers == ["0", "1", "2", "3"]
+    assert all(p.spec.node_name for p in pods)  # bound by the real scheduler
+    assert all(p.spec.hostname == f"mnist-worker-{p.metadata.annotations['batch.kubernetes.io/job-completion-index']}"
+               and p.spec.subdomain == "mnist-worker" for p in pods if p.metadata.labels["tfhelm.io/role"] == "worker")
+
+    out = tfhelm("status", "mnist", "-n", namespace).stdout
+    assert "job mnist-worker: 4/4 succeeded, 0 failed — Complete" in out
+    assert "2 parameter server(s)" in out and "worker:3" in out
+
+    pvcs = {p.metadata.name: p.status.phase for p in core.list_namespaced_persistent_volume_claim(namespace).items}
+    assert pvcs == {"mnist-data": "Bound", "mnist-logs": "Bound"}
+    tfhelm("down", "mnist", "-n", namespace)
+    assert releases(namespace) == []
+    wait_for(lambda: not batch.list_namespaced_job(namespace).items, 60, what="Jobs gone")
+    assert {p.metadata.name for p in core.list_namespaced_persistent_volume_claim(namespace).items} == {
+        "mnist-data", "mnist-logs"}  # data, logs and checkpoints survive
+    tfhelm("down", "mnist", "-n", namespace, "--purge")
+    wait_for(lambda: not core.list_namespaced_persistent_volume_claim(namespace).items, 60, what="PVCs purged")
+
+
+def test_every_pod_tf_config_in_the_api_server_matches_tfhelm_tfconfig(namespace, core):
+    tfhelm("up", "--name", "agree", "-n", namespace, "--workers", "3", "--ps", "2", "--chief", "--evaluator")
+    pods = wait_for(lambda: (lambda ps: ps if len(ps) == 7 else None)(cluster_pods(core, namespace, "agree")),
+                    60, what="7 pods")
+    seen = set()
+    for pod in pods:
+        task, config = pod_tf_config(pod)
+        seen.add(task)
+        expected = tfhelm("tfconfig", "agree", "-n", namespace, "--task", f"{task[0]}:{task[1]}").stdout
+        assert config == json.loads(expected), task
+    assert seen == {("chief", 0), ("evaluator", 0), ("ps", 0), ("ps", 1),
+                    ("worker", 0), ("worker", 1), ("worker", 2)}
+
+
+def test_plain_helm_install_makes_the_same_cluster(namespace, core, batch):
+    values = {"worker": {"replicas": 3}, "ps": {"replicas": 1}}
+    result = helm("install", "plain", str(chart_path()), "-n", namespace, "-f", "-", "--wait",
+                  "--wait-for-jobs", "--timeout", "3m", stdin=json.dumps(values))
+    assert result.returncode == 0, result.stderr
+    assert job_state(batch, namespace, "plain-worker") == "Complete"
+    configs = dict(pod_tf_config(p) for p in cluster_pods(core, namespace, "plain"))
+    assert sorted(configs) == [("ps", 0), ("worker", 0), ("worker", 1), ("worker", 2)]
+    via_cli = json.loads(tfhelm("tfconfig", "plain", "-n", namespace, "--task", "worker:2").stdout)
+    assert configs[("worker", 2)] == via_cli
+
+
+def test_upgrade_changes_worker_count_and_image(namespace, core, batch, apps):
+    tfhelm("up", "--name", "grow", "-n", namespace, "--workers", "2", "--ps", "1", "--wait", "--timeout", "120")
+    tfhelm("up", "--name", "grow", "-n", namespace, "--workers", "5", "--ps", "1",
+           "--image", "tensorflow/tensorflow:2.21.0-gpu", "--wait", "--timeout", "120")
+    job = batch.read_namespaced_job("grow-worker", namespace)
+    assert job.spec.completions == 5
+    assert job.spec.template.spec.containers[0].image == "tensorflow/tensorflow:2.21.0-gpu"
+    ps = apps.read_namespaced_deployment("grow-ps-0", namespace)
+    assert ps.spec.template.spec.containers[0].image == "tensorflow/tensorflow:2.21.0-gpu"
+    assert job_state(batch, namespace, "grow-worker") == "Complete"
+    # Plain Helm works the same once the Jobs are deleted (their pod template is immutable).
+    batch.delete_collection_namespaced_job(namespace, label_selector="tfhelm.io/cluster=grow",
+                                           propagation_policy="Foreground")
+    wait_for(lambda: not batch.list_namespaced_job(namespace).items, 60, what="Jobs deleted")
+    result = helm("upgrade", "grow", str(chart_path()), "-n", namespace, "--reuse-values",
+                  "--set", "worker.replicas=3")
+    assert result.returncode == 0, result.stderr
+    assert batch.read_namespaced_job("grow-worker", namespace).spec.completions == 3
+
+
+def test_a_rejected_object_leaves_no_release_behind(namespace):
+    # A label value the schema lets through (a string) but the API server refuses.
+    result = tfhelm("up", "--name", "bad", "-n", namespace, "--workers", "2", "--ps", "1",
+                    "--set", "worker.podLabels.team=not a valid label!", code=1)
+    assert "bad-worker" in result.stderr and "invalid" in result.stderr.lower()
+    assert releases(namespace) == []  # the PS release this call created was removed again

@@ -1,0 +1,367 @@
+"""The local Kubernetes used by the cluster tests and the demo.
+
+The real control plane (etcd, kube-apiserver, kube-controller-manager,
+kube-scheduler) runs as local processes started by `kwokctl --runtime binary`,
+with kwok simulating the nodes and the pod lifecycle (see hack/testenv/). Every
+binary is one that `make testenv` built; nothing is downloaded.
+
+    python -m tfhelm.localcluster up [--nodes N] | down | status
+
+Where things live:
+  * binaries: $TFHELM_BIN_DIR, else <repo>/bin, else ~/.cache/tfhelm/bin/<version>/
+  * state:    $TFHELM_LOCAL_DIR (default <repo>/.tfhelm/local): `kubeconfig`, the
+              kwokctl config, and kwokctl's work dir `kwok/` (etcd data, pki, logs).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from tfhelm.errors import SpecError, TfhelmError
+
+CLUSTER_NAME = "tfhelm"
+REPO_ROOT = Path(__file__).resolve().parent.parent
+# Node placement contract shared with charts/user-env (the "user node").
+USER_NODE_LABEL = ("tfhelm.io/node-role", "user")
+USER_NODE_TAINT = {"key": "tfhelm.io/user-node", "value": "true", "effect": "NoSchedule"}
+NODE_LABEL = "tfhelm.io/local-node"  # marks the nodes this module manages
+STORAGE_CLASS = "standard"
+# What `make testenv` puts in bin/ (and in the per-version cache).
+BINARIES = ("kwokctl", "kwok", "etcd", "kube-apiserver", "kube-controller-manager",
+            "kube-scheduler", "kubectl", "kwok-stages.yaml")
+
+
+class LocalClusterError(TfhelmError):
+    """The local cluster could not be started, reached or stopped."""
+
+
+@dataclass
+class ClusterInfo:
+    name: str
+    kubeconfig: Path
+    server: str
+    nodes: list[str] = field(default_factory=list)
+
+    @property
+    def export_line(self) -> str:
+        return f"export KUBECONFIG={self.kubeconfig}"
+
+
+# ---------------------------------------------------------------- locations
+
+def local_dir() -> Path:
+    """Where the kubeconfig and the kwokctl state live (ignored by git)."""
+    return Path(os.environ.get("TFHELM_LOCAL_DIR") or REPO_ROOT / ".tfhelm" / "local").resolve()
+
+
+def kubeconfig_path() -> Path:
+    return local_dir() / "kubeconfig"
+
+
+def _kwok_workdir() -> Path:
+    return local_dir() / "kwok"
+
+
+def _cluster_dir() -> Path:
+    return _kwok_workdir() / "clusters" / CLUSTER_NAME
+
+
+def _pinned_versions() -> list[str]:
+    """The versions pinned in mk/versions.mk: they name the cache dirs."""
+    versions = REPO_ROOT / "mk" / "versions.mk"
+    if not versions.is_file():
+        return []
+    return [line.split(":=", 1)[1].strip() for line in versions.read_text().splitlines()
+            if ":=" in line and not line.lstrip().startswith("#")]
+
+
+def bin_dir() -> Path:
+    """The directory holding every binary in BINARIES (see module docstring)."""
+    candidates = [Path(os.environ["TFHELM_BIN_DIR"])] if os.environ.get("TFHELM_BIN_DIR") else []
+    candidates.append(REPO_ROOT / "bin")
+    for d in candidates:
+        if all((d / b).is_file() for b in BINARIES):
+            return d.resolve()
+    # Fall back to the per-version build cache (hack/cached-go-install.sh): the
+    # binaries sit in one directory per version, so link them into one dir.
+    cache = Path(os.environ.get("TFHELM_CACHE_DIR")
+                 or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "tfhelm")
+    found = {}
+    for v in _pinned_versions():
+        for b in BINARIES:
+            if b not in found and (cache / "bin" / v / b).is_file():
+                found[b] = cache / "bin" / v / b
+    if len(found) == len(BINARIES):
+        linked = local_dir() / "bin"
+        linked.mkdir(parents=True, exist_ok=True)
+        for b, path in found.items():
+            (linked / b).unlink(missing_ok=True)
+            (linked / b).symlink_to(path)
+        return linked
+    raise LocalClusterError(
+        f"missing local Kubernetes binaries (looked in {', '.join(map(str, candidates))} "
+        f"and {cache / 'bin'}); run `make testenv`")
+
+
+# ---------------------------------------------------------------- processes
+
+def _env(bins: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    env["PATH"] = f"{bins}{os.pathsep}{env.get('PATH', '')}"  # kwokctl looks up kubectl
+    env["KWOK_WORKDIR"] = str(_kwok_workdir())
+    env["KUBECONFIG"] = str(kubeconfig_path())
+    return env
+
+
+def _run(args: list[str], bins: Path, *, input: str | None = None, check: bool = True,
+         timeout: float = 300) -> subprocess.CompletedProcess:
+    # kwokctl forks the control plane; the children get their own log files and
+    # no pipe of ours, so capturing output here cannot hang on them.
+    proc = subprocess.run(args, env=_env(bins), input=input, capture_output=True, text=True,
+                          timeout=timeout, stdin=None if input is not None else subprocess.DEVNULL)
+    if check and proc.returncode != 0:
+        cmd = " ".join([Path(args[0]).name, *args[1:]])
+        raise LocalClusterError(f"{cmd} failed:\n{proc.stderr.strip() or proc.stdout.strip()}")
+    return proc
+
+
+def _kubectl(bins: Path, *args: str, input: str | None = None, check: bool = True,
+             timeout: float = 60) -> subprocess.CompletedProcess:
+    return _run([str(bins / "kubectl"), "--kubeconfig", str(kubeconfig_path()), *args], bins,
+                input=input, check=check, timeout=timeout)
+
+
+def _pids() -> list[int]:
+    pids = []
+    for f in (_cluster_dir() / "pids").glob("*.pid"):
+        try:
+            pids.append(int(f.read_text().strip()))
+        except (OSError, ValueError):
+            pass
+    return pids
+
+
+def _is_ours(pid: int) -> bool:
+    """True if pid is alive and runs from our cluster dir (pids can be reused)."""
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z" and str(_cluster_dir()) in cmdline
+
+
+# ---------------------------------------------------------------- cluster objects
+
+def _kwokctl_config(bins: Path) -> str:
+    options = {
+        "runtime": "binary",
+        "bindAddress": "127.0.0.1",
+        "securePort": True,
+        "kubeAuthorization": True,  # --authorization-mode=Node,RBAC
+        "kubeAdmission": True,      # default admission plugins, PodSecurity included
+        "quietPull": True,
+        "cacheDir": str(_kwok_workdir() / "cache"),
+        "kwokControllerBinary": str(bins / "kwok"),
+        "etcdBinary": str(bins / "etcd"),
+        "kubeApiserverBinary": str(bins / "kube-apiserver"),
+        "kubeControllerManagerBinary": str(bins / "kube-controller-manager"),
+        "kubeSchedulerBinary": str(bins / "kube-scheduler"),
+        "kubectlBinary": str(bins / "kubectl"),
+    }
+    config = {
+        "apiVersion": "config.kwok.x-k8s.io/v1alpha1",
+        "kind": "KwokctlConfiguration",
+        "options": options,
+        # PersistentVolumes: kwok does not provision volumes, so we enable the real
+        # in-tree hostPath provisioner of the PV controller (meant for single-host
+        # test clusters, as hack/local-up-cluster.sh does). Claims of the default
+        # StorageClass `standard` are then provisioned (an empty directory under
+        # /tmp/hostpath_pv/) and bound by the real controller, for any size or
+        # access mode, and deleted again with their claim.
+        "componentsPatches": [{
+            "name": "kube-controller-manager",
+            "extraArgs": [{"key": "enable-hostpath-provisioner", "value": "true"}],
+        }],
+    }
+    return yaml.safe_dump(config, sort_keys=False)
+
+
+def _node(name: str, *, user: bool = False, gpus: int = 0) -> dict:
+    labels = {
+        "kubernetes.io/hostname": name, "kubernetes.io/os": "linux",
+        "kubernetes.io/arch": "amd64", "type": "kwok", NODE_LABEL: "true",
+    }
+    taints = []
+    if user:
+        labels[USER_NODE_LABEL[0]] = USER_NODE_LABEL[1]
+        labels["node-role.kubernetes.io/user"] = ""
+        taints.append(USER_NODE_TAINT)
+    resources = {"cpu": "32", "memory": "256Gi", "pods": "250", "ephemeral-storage": "1Ti"}
+    if gpus:
+        labels["nvidia.com/gpu.present"] = "true"
+        resources["nvidia.com/gpu"] = str(gpus)
+    return {
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": name, "labels": labels,
+                     "annotations": {"kwok.x-k8s.io/node": "fake"}},
+        "spec": {"taints": taints},
+        # Nodes may set status on create; kwok keeps allocatable/capacity.
+        "status": {"allocatable": resources, "capacity": resources},
+    }
+
+
+def node_names(nodes: int) -> list[str]:
+    return [f"{CLUSTER_NAME}-worker-{i}" for i in range(nodes - 1)] + [f"{CLUSTER_NAME}-user"]
+
+
+def _objects(nodes: int) -> list[dict]:
+    names = node_names(nodes)
+    objs = [_node(n, gpus=8 if i == 0 else 0) for i, n in enumerate(names[:-1])]
+    objs.append(_node(names[-1], user=True))
+    objs.append({
+        "apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+        "metadata": {"name": STORAGE_CLASS,
+                     "annotations": {"storageclass.kubernetes.io/is-default-class": "true"}},
+        "provisioner": "kubernetes.io/host-path",
+        "reclaimPolicy": "Delete",
+        "volumeBindingMode": "Immediate",
+    })
+    return objs
+
+
+def _apply_objects(bins: Path, nodes: int) -> None:
+    _kubectl(bins, "apply", "-f", "-", input=yaml.safe_dump_all(_objects(nodes)))
+    # Drop nodes of an earlier `up` with a larger --nodes.
+    current = _kubectl(bins, "get", "nodes", "-l", NODE_LABEL, "-o", "name").stdout.split()
+    stale = [n for n in current if n.removeprefix("node/") not in node_names(nodes)]
+    if stale:
+        _kubectl(bins, "delete", "--wait=false", *stale)
+    _kubectl(bins, "wait", "--for=condition=Ready", "node", "-l", NODE_LABEL, "--timeout=120s",
+             timeout=130)
+
+
+# ---------------------------------------------------------------- API
+
+def status() -> ClusterInfo | None:
+    """The running local cluster, or None if it is not up and answering."""
+    kubeconfig = kubeconfig_path()
+    if not kubeconfig.is_file() or not _cluster_dir().is_dir():
+        return None
+    try:
+        bins = bin_dir()
+        _kubectl(bins, "get", "--raw", "/readyz", timeout=10)
+        nodes = _kubectl(bins, "get", "nodes", "-o", "name", timeout=10).stdout.split()
+    except (LocalClusterError, subprocess.TimeoutExpired):
+        return None
+    config = yaml.safe_load(kubeconfig.read_text())
+    server = config["clusters"][0]["cluster"]["server"]
+    return ClusterInfo(CLUSTER_NAME, kubeconfig, server, [n.removeprefix("node/") for n in nodes])
+
+
+def up(nodes: int = 3) -> ClusterInfo:
+    """Start the local cluster with `nodes` fake nodes (idempotent).
+
+    nodes-1 plain workers (the first advertises nvidia.com/gpu: 8) and one user
+    node labelled tfhelm.io/node-role=user and tainted tfhelm.io/user-node=true.
+    """
+    if nodes < 2:
+        raise SpecError("nodes", f"{nodes} is too few", "use at least 2: a worker and the user node")
+    bins = bin_dir()
+    if status() is None:
+        if _cluster_dir().is_dir():
+            # Left from an earlier run (e.g. killed processes, a reboot): the
+            # local cluster holds nothing worth keeping, so start over.
+            down()
+        local_dir().mkdir(parents=True, exist_ok=True)
+        config = local_dir() / "kwokctl.yaml"
+        config.write_text(_kwokctl_config(bins))
+        _run([str(bins / "kwokctl"), "--name", CLUSTER_NAME,
+              "--config", str(bins / "kwok-stages.yaml"), "--config", str(config),
+              "create", "cluster", "--runtime", "binary",
+              "--kubeconfig", str(kubeconfig_path()), "--wait", "2m"], bins, timeout=240)
+        _kubectl(bins, "config", "use-context", f"kwok-{CLUSTER_NAME}")
+    _apply_objects(bins, nodes)
+    info = status()
+    if info is None:
+        raise LocalClusterError(f"local cluster did not come up; logs in {_cluster_dir() / 'logs'}")
+    return info
+
+
+def _remove_provisioned_volumes(bins: Path) -> None:
+    """Delete the directories the hostPath provisioner made for this cluster's PVs."""
+    try:
+        out = _kubectl(bins, "get", "pv", "-o", "jsonpath={.items[*].spec.hostPath.path}",
+                       timeout=10).stdout
+    except (LocalClusterError, subprocess.TimeoutExpired):
+        return  # not reachable: nothing to learn the paths from
+    for path in out.split():
+        if path.startswith("/tmp/hostpath_pv/"):
+            shutil.rmtree(path, ignore_errors=True)
+
+
+def down() -> None:
+    """Stop the local cluster and remove its state; no process or port is left."""
+    pids = _pids()
+    if _cluster_dir().is_dir():
+        try:
+            bins = bin_dir()
+            _remove_provisioned_volumes(bins)
+            _run([str(bins / "kwokctl"), "--name", CLUSTER_NAME, "delete", "cluster",
+                  "--kubeconfig", str(kubeconfig_path())], bins, check=False, timeout=120)
+        except LocalClusterError:
+            pass  # no binaries: fall through to killing by pid
+    # kwokctl SIGKILLs what its pid files name; make sure nothing survived.
+    for pid in pids:
+        if _is_ours(pid):
+            os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while any(_is_ours(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    shutil.rmtree(_kwok_workdir(), ignore_errors=True)
+    shutil.rmtree(local_dir() / "bin", ignore_errors=True)
+    for f in (kubeconfig_path(), local_dir() / "kwokctl.yaml"):
+        f.unlink(missing_ok=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m tfhelm.localcluster",
+                                     description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    up_p = sub.add_parser("up", help="start the local cluster (idempotent)")
+    up_p.add_argument("--nodes", type=int, default=3)
+    sub.add_parser("down", help="stop it and remove its state")
+    sub.add_parser("status", help="show it; exit 1 if it is not running")
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "down":
+            down()
+            print("local cluster stopped")
+            return 0
+        info = up(args.nodes) if args.command == "up" else status()
+    except TfhelmError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    if info is None:
+        print("local cluster is not running (start it: python -m tfhelm.localcluster up)",
+              file=sys.stderr)
+        return 1
+    print(f"local cluster {info.name} at {info.server} with nodes: {', '.join(info.nodes)}",
+          file=sys.stderr)
+    print(info.export_line)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -11,7 +11,7 @@ import typer
 import yaml
 from rich.table import Table
 
-from tfhelm import deploy, spec, status
+from tfhelm import deploy, spec, status, users
 from tfhelm.console import cli_errors, err, out
 from tfhelm.errors import SpecError, TfhelmError
 from tfhelm.helm import Helm, run_sync
@@ -32,18 +32,28 @@ ImageOpt = typer.Option(None, "--image", help="Image of every task, e.g. tensorf
 ScriptOpt = typer.Option(None, "--script",
                          help="http(s) URL of the script, a local file, or an absolute path in the image.")
 GpusOpt = typer.Option(None, "--gpus", help="GPUs per worker (nvidia.com/gpu).")
+UserOpt = typer.Option(None, "--user", help="Run in this user's workspace (tfhelm user add): their "
+                       "namespace and volumes; a relative --script is a file on their code volume.")
 ValuesOpt = typer.Option(None, "--values", "-f", help="Values file (repeatable).")
 SetOpt = typer.Option(None, "--set", help="Set a chart value, e.g. worker.backoffLimitPerIndex=1 (repeatable).")
 ArgsArg = typer.Argument(None, help="Arguments for the script, after `--`.", show_default=False)
 
 
 def _options(name, namespace, workers, ps, chief, evaluator, in_graph, image, script, gpus,
-             values_files, sets, script_args) -> ClusterOptions:
+             values_files, sets, script_args, user=None) -> ClusterOptions:
+    files = [_load_values(f) for f in values_files or []]
+    if user:  # the user's namespace, volumes and file server; -f and --set still override
+        user_ns = users.user_namespace(user)
+        if namespace and namespace != user_ns:
+            raise SpecError("--namespace", f"user {user}'s clusters run in {user_ns}", "drop --namespace")
+        if name == users.RELEASE:
+            raise SpecError("--name", f"'{name}' is the user's workspace release", "choose another name")
+        files.insert(0, users.cluster_values_for_user(user, script))
+        namespace, script = user_ns, None
     return ClusterOptions(
         name=name, namespace=namespace or current_namespace(), workers=workers, ps=ps,
         chief=chief, evaluator=evaluator, in_graph=in_graph, image=image, script=script,
-        gpus=gpus, value_files=[_load_values(f) for f in values_files or []],
-        sets=list(sets or []), script_args=list(script_args or []))
+        gpus=gpus, value_files=files, sets=list(sets or []), script_args=list(script_args or []))
 
 
 def _load_values(path: Path) -> dict:
@@ -63,6 +73,7 @@ def up(name: Optional[str] = typer.Option(None, "--name", help="Cluster name (de
        ps: Optional[int] = PsOpt, chief: Optional[bool] = ChiefOpt, evaluator: Optional[bool] = EvalOpt,
        in_graph: Optional[bool] = InGraphOpt, image: Optional[str] = ImageOpt,
        script: Optional[str] = ScriptOpt, gpus: Optional[int] = GpusOpt,
+       user: Optional[str] = UserOpt,
        values_files: Optional[list[Path]] = ValuesOpt, sets: Optional[list[str]] = SetOpt,
        wait: bool = typer.Option(False, "--wait", help="Wait until training finishes, showing progress."),
        timeout: int = typer.Option(3600, "--timeout", help="Seconds --wait waits."),
@@ -73,7 +84,7 @@ def up(name: Optional[str] = typer.Option(None, "--name", help="Cluster name (de
     """Create (or upgrade) a TF cluster: the PS release and the main release."""
     generated = name is None
     opts = _options(name or generate_name(), namespace, workers, ps, chief, evaluator, in_graph,
-                    image, script, gpus, values_files, sets, script_args)
+                    image, script, gpus, values_files, sets, script_args, user)
     p = deploy.plan(opts)
     helm = Helm()
     if dry_run:
@@ -98,12 +109,11 @@ def up(name: Optional[str] = typer.Option(None, "--name", help="Cluster name (de
         if outcome != "Complete" and not reap:
             raise typer.Exit(1)
     if reap and s.ps:
-        from tfhelm.commands.reap import run_reaper
+        from tfhelm.commands.reap import run_reaper, summarize
         from tfhelm.reaper import config_from_values
 
         result = run_reaper(kube, p.namespace, p.name, config_from_values(p.values), err, helm=helm)
-        err.print(f"[dim]•[/dim] {result.message}", highlight=False, soft_wrap=True)
-        if result.outcome != "Complete":
+        if summarize(result, p.namespace, err):
             raise typer.Exit(1)
 
 
@@ -154,14 +164,14 @@ def render(name: str = typer.Argument(..., help="Cluster name."),
            ps: Optional[int] = PsOpt, chief: Optional[bool] = ChiefOpt,
            evaluator: Optional[bool] = EvalOpt, in_graph: Optional[bool] = InGraphOpt,
            image: Optional[str] = ImageOpt, script: Optional[str] = ScriptOpt,
-           gpus: Optional[int] = GpusOpt, values_files: Optional[list[Path]] = ValuesOpt,
-           sets: Optional[list[str]] = SetOpt,
+           gpus: Optional[int] = GpusOpt, user: Optional[str] = UserOpt,
+           values_files: Optional[list[Path]] = ValuesOpt, sets: Optional[list[str]] = SetOpt,
            values_only: bool = typer.Option(False, "--values-only",
                                             help="Print each release's values (for GitOps) instead."),
            script_args: Optional[list[str]] = ArgsArg):
     """Print the manifests of a TF cluster (or its values) without touching a cluster."""
     opts = _options(name, namespace, workers, ps, chief, evaluator, in_graph, image, script, gpus,
-                    values_files, sets, script_args)
+                    values_files, sets, script_args, user)
     p = deploy.plan(opts)
     if values_only:
         text = "".join(f"---\n# release: {r.name} (namespace {p.namespace})\n"
@@ -197,6 +207,7 @@ def tfconfig(name: str = typer.Argument(..., help="Cluster name."),
 
 # Commands that live in their own modules (tfhelm/commands/), registered here.
 # Each line: app.command(NAME)(function) or app.add_typer(sub_app, name=NAME).
+from tfhelm.commands import user as user_cmd; app.add_typer(user_cmd.app, name="user")  # noqa: E402,E702
 from tfhelm.commands import cluster as cluster_cmd; app.add_typer(cluster_cmd.app, name="cluster")  # noqa: E402,E702
 
 

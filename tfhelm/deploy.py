@@ -13,6 +13,7 @@ from typing import Callable
 import yaml
 
 from tfhelm import spec
+from tfhelm.errors import SpecError
 from tfhelm.helm import Helm
 from tfhelm.kube import Kube
 from tfhelm.values import ClusterOptions, compute_values, shape_of
@@ -65,6 +66,11 @@ async def up(p: Plan, helm: Helm, kube: Kube, notify: Notify = lambda _: None) -
     await render(p, helm)
     kube.ping()
     kube.ensure_namespace(p.namespace)
+    for r in p.releases:
+        chart = await helm.chart_of(r.name, p.namespace)
+        if chart not in (None, "tf-cluster"):
+            raise SpecError("--name", f"release {p.namespace}/{r.name} exists and holds chart {chart}",
+                            "choose another name")
     if await helm.exists(p.name, p.namespace):
         replaced = kube.delete_jobs(p.namespace, p.name)
         if replaced:

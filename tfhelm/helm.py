@@ -99,3 +99,11 @@ class Helm:
 
     async def exists(self, release: str, namespace: str) -> bool:
         return await self.get_values(release, namespace) is not None
+
+    async def chart_of(self, release: str, namespace: str) -> str | None:
+        """Name of the chart an installed release came from (e.g. "tf-cluster"), or None."""
+        try:
+            found = [r for r in await self.command.list(namespace=namespace) if r["name"] == release]
+        except helm_errors.Error as err:
+            raise ReleaseError(namespace, release, "read", helm_message(err)) from err
+        return found[0]["chart"].rsplit("-", 1)[0] if found else None

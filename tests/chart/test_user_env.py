@@ -1,0 +1,334 @@
+"""The user-env chart, rendered by the real `helm template`, and `tfhelm user add --dry-run`."""
+
+from pathlib import Path
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from tfhelm import localcluster, users
+from tfhelm.chart import chart_path, default_values
+from tfhelm.cli import app
+from tfhelm.errors import RenderError
+from tfhelm.manifests import by_kind
+
+from .conftest import helm, kinds, pod_specs, render
+
+NS = users.user_namespace("alice")
+
+
+def env_render(values: dict | None = None, release: str = users.RELEASE) -> list[dict]:
+    return render(values or {}, release=release, namespace=NS, chart=users.CHART)
+
+
+def named(manifests: list[dict], kind: str, name: str) -> dict:
+    return next(m for m in by_kind(manifests, kind) if m["metadata"]["name"] == name)
+
+
+@pytest.fixture
+def env_chart():
+    return str(chart_path(users.CHART))
+
+
+def test_helm_lint_is_clean(env_chart):
+    result = helm("lint", "--strict", env_chart, "--namespace", NS)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_default_workspace_objects():
+    assert kinds(env_render(users.compute_user_values(users.UserOptions("alice")))) == [
+        ("ConfigMap", "user-env-files"),
+        ("Deployment", "user-env-files"), ("Deployment", "user-env-notebook"),
+        ("Deployment", "user-env-tensorboard"),
+        ("LimitRange", "user-env"),
+        ("NetworkPolicy", "user-env-notebook-exposed"), ("NetworkPolicy", "user-env-same-namespace"),
+        ("NetworkPolicy", "user-env-tensorboard-exposed"),
+        ("PersistentVolumeClaim", "user-env-code"), ("PersistentVolumeClaim", "user-env-data"),
+        ("PersistentVolumeClaim", "user-env-logs"),
+        ("ResourceQuota", "user-env"), ("Role", "user-env-notebook"), ("RoleBinding", "user-env-notebook"),
+        ("Service", "user-env-files"), ("Service", "user-env-notebook"), ("Service", "user-env-tensorboard"),
+        ("ServiceAccount", "user-env-notebook")]
+
+
+def test_python_names_agree_with_the_chart():
+    m = env_render()
+    # Without userName (plain helm), the user comes from the namespace tfhelm names.
+    assert {o["metadata"]["labels"][users.USER_LABEL] for o in m} == {"alice"}
+    for component in ("notebook", "tensorboard", "files"):
+        named(m, "Deployment", users.component_name(component))
+        named(m, "Service", users.component_name(component))
+    for volume in ("code", "logs", "data"):
+        named(m, "PersistentVolumeClaim", users.claim_name(volume))
+    named(m, "ServiceAccount", users.service_account())
+    files = named(m, "Service", users.component_name("files"))
+    assert users.files_url("alice") == \
+        f"http://{files['metadata']['name']}.{NS}.svc:{files['spec']['ports'][0]['port']}/"
+    notebook = pod_specs(m)[users.component_name("notebook")]
+    token = next(v for v in notebook["volumes"] if v["name"] == "token")["secret"]
+    assert token["secretName"] == users.token_secret()
+    assert token["items"] == [{"key": users.TOKEN_KEY, "path": "token"}]
+    env = {e["name"]: e.get("value") for e in notebook["containers"][0]["env"]}
+    assert env["TFHELM_FILES_URL"] == users.files_url("alice")
+
+
+def test_every_pod_runs_on_the_user_node_of_the_local_cluster():
+    key, value = localcluster.USER_NODE_LABEL
+    for name, pod in pod_specs(env_render()).items():
+        assert pod["nodeSelector"] == {key: value}, name
+        assert pod["tolerations"] == [{**localcluster.USER_NODE_TAINT, "operator": "Equal"}], name
+
+
+def test_node_port_services_answer_only_on_the_pods_node():
+    m = env_render({"notebook": {"service": {"nodePort": 30088}},
+                    "tensorboard": {"service": {"type": "LoadBalancer"}}})
+    notebook, tensorboard, files = (named(m, "Service", users.component_name(c))
+                                    for c in ("notebook", "tensorboard", "files"))
+    assert notebook["spec"]["type"] == "NodePort" and notebook["spec"]["ports"][0]["nodePort"] == 30088
+    assert notebook["spec"]["externalTrafficPolicy"] == "Local"
+    assert tensorboard["spec"]["externalTrafficPolicy"] == "Local"
+    assert files["spec"]["type"] == "ClusterIP" and "externalTrafficPolicy" not in files["spec"]
+    for svc in (notebook, tensorboard, files):
+        assert set(svc["spec"]["selector"]) == {"app.kubernetes.io/name", "app.kubernetes.io/instance",
+                                                "app.kubernetes.io/component"}
+
+
+def test_network_policy_admits_only_the_namespace_and_the_exposed_ports():
+    m = env_render()
+    same = named(m, "NetworkPolicy", "user-env-same-namespace")["spec"]
+    assert same == {"podSelector": {}, "policyTypes": ["Ingress"], "ingress": [{"from": [{"podSelector": {}}]}]}
+    pods = {d["metadata"]["name"]: d["spec"]["template"] for d in by_kind(m, "Deployment")}
+    for component in ("notebook", "tensorboard"):
+        spec = named(m, "NetworkPolicy", f"user-env-{component}-exposed")["spec"]
+        assert spec["ingress"] == [{"ports": [{"port": "http", "protocol": "TCP"}]}]
+        pod = pods[users.component_name(component)]
+        assert spec["podSelector"]["matchLabels"].items() <= pod["metadata"]["labels"].items()
+        assert [p["name"] for p in pod["spec"]["containers"][0]["ports"]] == ["http"]
+    # The file server is only for the namespace's own training tasks.
+    assert not any("files" in p["metadata"]["name"] for p in by_kind(m, "NetworkPolicy"))
+
+
+def test_network_policy_follows_exposure():
+    internal = {"service": {"type": "ClusterIP"}}
+    m = env_render({"notebook": internal, "tensorboard": internal})
+    assert [p["metadata"]["name"] for p in by_kind(m, "NetworkPolicy")] == ["user-env-same-namespace"]
+    peers = [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "ingress-nginx"}}}]
+    m = env_render({"notebook": {**internal, "ingress": {"enabled": True, "host": "nb.example.org"}},
+                    "tensorboard": internal, "networkPolicy": {"exposedFrom": peers}})
+    exposed = named(m, "NetworkPolicy", "user-env-notebook-exposed")["spec"]["ingress"][0]
+    assert exposed["from"] == peers
+    assert not by_kind(env_render({"networkPolicy": {"enabled": False}}), "NetworkPolicy")
+
+
+def restricted_violations(pod: dict) -> list[str]:
+    """Pod Security Standards "restricted", as far as the pod spec shows it."""
+    sc = pod.get("securityContext", {})
+    bad = [k for k in ("hostNetwork", "hostPID", "hostIPC") if pod.get(k)]
+    bad += [f"volume {v['name']}" for v in pod.get("volumes", []) if "hostPath" in v]
+    if sc.get("seccompProfile", {}).get("type") != "RuntimeDefault":
+        bad.append("seccompProfile")
+    for c in pod.get("initContainers", []) + pod["containers"]:
+        csc = c.get("securityContext", {})
+        if csc.get("allowPrivilegeEscalation") is not False:
+            bad.append(f"{c['name']}: allowPrivilegeEscalation")
+        if csc.get("capabilities", {}).get("drop") != ["ALL"] or csc.get("capabilities", {}).get("add"):
+            bad.append(f"{c['name']}: capabilities")
+        if not csc.get("runAsNonRoot", sc.get("runAsNonRoot")) or csc.get("runAsUser", sc.get("runAsUser")) == 0:
+            bad.append(f"{c['name']}: runAsNonRoot")
+        if csc.get("privileged") or c.get("ports", [{}])[0].get("hostPort"):
+            bad.append(f"{c['name']}: privileged or hostPort")
+    return bad
+
+
+def test_pods_are_restricted_and_mount_tokens_only_where_needed():
+    specs = pod_specs(env_render())
+    for name, pod in specs.items():
+        assert restricted_violations(pod) == [], name
+        assert pod["enableServiceLinks"] is False
+        assert all(c["securityContext"]["readOnlyRootFilesystem"] for c in pod["containers"])
+    assert specs["user-env-notebook"]["automountServiceAccountToken"] is True
+    assert specs["user-env-notebook"]["serviceAccountName"] == users.service_account()
+    assert specs["user-env-tensorboard"]["automountServiceAccountToken"] is False
+    assert specs["user-env-files"]["automountServiceAccountToken"] is False
+    no_rbac = pod_specs(env_render({"rbac": {"create": False}}))["user-env-notebook"]
+    assert no_rbac["automountServiceAccountToken"] is False and "serviceAccountName" not in no_rbac
+
+
+def test_the_token_is_read_from_a_secret_and_never_rendered():
+    values = users.compute_user_values(users.UserOptions("alice", quota_cpu="4", node_port=30088))
+    assert "token" not in yaml.safe_dump(values)
+    m = env_render(values)
+    assert by_kind(m, "Secret") == []
+    notebook = pod_specs(m)["user-env-notebook"]["containers"][0]
+    env = {e["name"]: e for e in notebook["env"]}
+    assert "JUPYTER_TOKEN" not in env and env["JUPYTER_TOKEN_FILE"]["value"] == "/etc/jupyter-token/token"
+    assert {"name": "token", "mountPath": "/etc/jupyter-token", "readOnly": True} in notebook["volumeMounts"]
+    gitops = pod_specs(env_render({"notebook": {"token": {"existingSecret": "sealed", "existingSecretKey": "t"}}}))
+    token = next(v for v in gitops["user-env-notebook"]["volumes"] if v["name"] == "token")["secret"]
+    assert token["secretName"] == "sealed" and token["items"] == [{"key": "t", "path": "token"}]
+
+
+def test_notebook_tensorboard_and_file_server_share_the_users_volumes():
+    specs = pod_specs(env_render())
+    mounts = {name: {m["name"]: m for m in pod["containers"][0]["volumeMounts"]} for name, pod in specs.items()}
+    claims = {name: {v["name"]: v["persistentVolumeClaim"] for v in pod["volumes"] if "persistentVolumeClaim" in v}
+              for name, pod in specs.items()}
+    assert claims["user-env-notebook"] == {v: {"claimName": users.claim_name(v)} for v in ("code", "logs", "data")}
+    assert mounts["user-env-notebook"]["code"]["mountPath"] == "/home/jovyan/work"
+    assert "--notebook-dir=/home/jovyan/work" in specs["user-env-notebook"]["containers"][0]["args"]
+    # TensorBoard reads the logdir tf-cluster's tasks write under (<logs>/<cluster>).
+    tf_logs = default_values("tf-cluster")["storage"]["logs"]["mountPath"]
+    assert mounts["user-env-tensorboard"]["logs"] == {"name": "logs", "mountPath": tf_logs, "readOnly": True}
+    assert f"--logdir={tf_logs}" in specs["user-env-tensorboard"]["containers"][0]["command"]
+    assert claims["user-env-tensorboard"] == {"logs": {"claimName": "user-env-logs", "readOnly": True}}
+    assert mounts["user-env-files"]["code"] == {"name": "code", "mountPath": "/srv/code", "readOnly": True}
+    assert claims["user-env-files"] == {"code": {"claimName": "user-env-code", "readOnly": True}}
+
+
+def test_file_server_is_stock_nginx_serving_read_only_listings():
+    m = env_render()
+    files = pod_specs(m)["user-env-files"]["containers"][0]
+    assert files["image"].startswith("nginxinc/nginx-unprivileged:")
+    conf = named(m, "ConfigMap", "user-env-files")["data"]["nginx.conf"]
+    assert "root /srv/code;" in conf and "autoindex on;" in conf and "limit_except GET" in conf
+    assert "listen 8080;" in conf and files["ports"][0]["containerPort"] == 8080
+    assert "/etc/tfhelm-files/nginx.conf" in files["command"]
+
+
+def test_volumes_use_the_storage_class_or_existing_claims_and_are_kept():
+    m = env_render({"storage": {"storageClassName": "nfs", "logs": {"storageClassName": "fast"},
+                                "code": {"existingClaim": "my-code"}}})
+    pvcs = {p["metadata"]["name"]: p for p in by_kind(m, "PersistentVolumeClaim")}
+    assert sorted(pvcs) == ["user-env-data", "user-env-logs"]
+    assert pvcs["user-env-data"]["spec"]["storageClassName"] == "nfs"
+    assert pvcs["user-env-logs"]["spec"]["storageClassName"] == "fast"
+    assert all(p["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep" for p in pvcs.values())
+    code = next(v for v in pod_specs(m)["user-env-files"]["volumes"] if v["name"] == "code")
+    assert code["persistentVolumeClaim"]["claimName"] == "my-code"
+    no_data = env_render({"storage": {"data": {"enabled": False}}})
+    assert "user-env-data" not in [p["metadata"]["name"] for p in by_kind(no_data, "PersistentVolumeClaim")]
+    assert "data" not in [v["name"] for v in pod_specs(no_data)["user-env-notebook"]["volumes"]]
+
+
+def test_quota_and_limit_range():
+    values = users.compute_user_values(users.UserOptions("alice", quota_cpu="6", quota_memory="24Gi"))
+    values["quota"]["extraHard"] = {"requests.nvidia.com/gpu": "2"}
+    m = env_render(values)
+    assert by_kind(m, "ResourceQuota")[0]["spec"]["hard"] == {
+        "requests.cpu": "6", "requests.memory": "24Gi", "requests.storage": "500Gi",
+        "persistentvolumeclaims": "20", "requests.nvidia.com/gpu": "2"}
+    (limits,) = by_kind(m, "LimitRange")[0]["spec"]["limits"]
+    assert limits == {"type": "Container", "default": {"memory": "2Gi"},
+                      "defaultRequest": {"cpu": "100m", "memory": "256Mi"}}
+    off = env_render({"quota": {"enabled": False}, "limitRange": {"enabled": False}})
+    assert not by_kind(off, "ResourceQuota") and not by_kind(off, "LimitRange")
+
+
+def test_role_reaches_only_the_namespace_and_not_its_fences():
+    m = env_render()
+    role = by_kind(m, "Role")[0]
+    granted = {(g, r, v) for rule in role["rules"] for g in rule["apiGroups"]
+               for r in rule["resources"] for v in rule["verbs"]}
+    for need in [("", "secrets", "create"), ("apps", "deployments", "patch"), ("batch", "jobs", "delete"),
+                 ("", "pods/log", "get"), ("", "persistentvolumeclaims", "create")]:
+        assert need in granted
+    assert not any("*" in (g, r, v) for g, r, v in granted)
+    # Roles and RoleBindings are writable (the reaper's): the API server's escalation check
+    # refuses any grant beyond this Role; tests/cluster proves widening it is forbidden.
+    fences = {"resourcequotas", "limitranges", "networkpolicies", "namespaces"}
+    assert not {(r, v) for _, r, v in granted if r in fences and v not in ("get", "list", "watch")}
+    assert not by_kind(m, "ClusterRole") and not by_kind(m, "ClusterRoleBinding")
+    binding = by_kind(m, "RoleBinding")[0]
+    assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                                  "name": users.service_account()}
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": users.service_account(), "namespace": NS}]
+    assert by_kind(m, "ServiceAccount")[0]["automountServiceAccountToken"] is False
+
+
+def test_ingress_for_notebook_and_tensorboard():
+    m = env_render({"notebook": {"ingress": {"enabled": True, "host": "nb.example.org", "className": "nginx",
+                                             "tls": [{"hosts": ["nb.example.org"], "secretName": "nb-tls"}]}},
+                    "tensorboard": {"ingress": {"enabled": True}}})
+    nb, tb = named(m, "Ingress", "user-env-notebook"), named(m, "Ingress", "user-env-tensorboard")
+    assert nb["spec"]["ingressClassName"] == "nginx" and nb["spec"]["tls"][0]["secretName"] == "nb-tls"
+    assert nb["spec"]["rules"][0]["host"] == "nb.example.org"
+    backend = tb["spec"]["rules"][0]["http"]["paths"][0]["backend"]["service"]
+    assert backend == {"name": "user-env-tensorboard", "port": {"number": 6006}} and "host" not in tb["spec"]["rules"][0]
+
+
+def test_a_users_tf_cluster_mounts_the_users_volumes_and_downloads_from_the_file_server():
+    values = users.cluster_values_for_user("alice", "models/train.py")
+    m = render({**values, "worker": {"replicas": 2}}, release="mnist", namespace=NS)
+    worker = pod_specs(m)["mnist-worker"]
+    claims = {v["name"]: v["persistentVolumeClaim"]["claimName"] for v in worker["volumes"]
+              if "persistentVolumeClaim" in v}
+    assert claims == {"logs": "user-env-logs", "data": "user-env-data"}
+    assert not by_kind(m, "PersistentVolumeClaim")
+    fetch = worker["initContainers"][0]["command"]
+    assert fetch[2] == f"http://user-env-files.{NS}.svc:8080/models/train.py"
+    env = {e["name"]: e.get("value") for e in worker["containers"][0]["env"]}
+    assert env["TFHELM_LOG_DIR"] == "/log/mnist"  # TensorBoard's --logdir=/log sees run "mnist"
+
+
+def test_rendering_is_deterministic_and_uses_no_random_functions(env_chart):
+    args = ("template", users.RELEASE, env_chart, "-n", NS, "--set", "userName=alice")
+    first, second = helm(*args), helm(*args)
+    assert first.returncode == 0 and first.stdout == second.stdout
+    for path in Path(env_chart, "templates").rglob("*.*"):
+        text = path.read_text()
+        for fn in ("randAlphaNum", "randAlpha", "randNumeric", "randAscii", "uuidv4", "lookup", " now",
+                   "genPrivateKey"):
+            assert fn not in text, f"{path.name} uses {fn}"
+
+
+@pytest.mark.parametrize("values,message", [
+    ({"notebook": {"bogus": 1}}, "additional properties 'bogus' not allowed"),
+    ({"notebook": {"service": {"type": "ExternalName"}}}, "notebook.service.type: value must be one of"),
+    ({"tensorboard": {"service": {"nodePort": 80}}}, "tensorboard.service.nodePort: minimum"),
+    ({"storage": {"logs": {"size": "lots"}}}, "storage.logs.size: 'lots' does not match"),
+    ({"storage": {"code": {"enabled": False}}}, "storage.code: additional properties 'enabled'"),
+    ({"quota": {"cpu": "many"}}, "quota.cpu: 'many' does not match"),
+    ({"userName": "Alice"}, "userName: 'Alice' does not match"),
+    ({"notebook": {"token": {"value": "s3cret"}}}, "additional properties 'value' not allowed"),
+])
+def test_schema_rejects_bad_values(values, message):
+    with pytest.raises(RenderError, match=message):
+        env_render(values)
+
+
+@pytest.mark.parametrize("values,release,message", [
+    ({"codeServer": {"service": {"nodePort": 30001}}}, users.RELEASE, "type is ClusterIP"),
+    ({"notebook": {"service": {"nodePort": 30001}}, "tensorboard": {"service": {"nodePort": 30001}}},
+     users.RELEASE, "each Service needs its own node port"),
+    ({}, "a" * 52, "use at most 51"),
+    ({}, "1st", "starting with a letter"),
+])
+def test_invalid_combinations_fail_the_render(values, release, message):
+    with pytest.raises(RenderError, match=message):
+        env_render(values, release=release)
+
+
+runner = CliRunner()
+
+
+def test_user_add_dry_run_prints_the_workspace_without_a_cluster(monkeypatch, tmp_path):
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "absent"))
+    result = runner.invoke(app, ["user", "add", "bob", "--dry-run", "--quota-cpu", "4", "--node-port", "30100"])
+    assert result.exit_code == 0, result.output
+    docs = [d for d in yaml.safe_load_all(result.stdout) if d]
+    assert {d["metadata"]["labels"]["tfhelm.io/user"] for d in docs} == {"bob"}
+    assert named(docs, "Service", "user-env-notebook")["spec"]["ports"][0]["nodePort"] == 30100
+    assert by_kind(docs, "ResourceQuota")[0]["spec"]["hard"]["requests.cpu"] == "4"
+
+
+@pytest.mark.parametrize("args,field", [
+    (["add", "Bob"], "NAME"), (["add", "b" * 52], "NAME"), (["add", "bob", "--node-port", "80"], "--node-port"),
+    (["add", "bob", "--quota-memory", "lots"], "--quota-memory"),
+    (["add", "bob", "--storage-class", "Fast_SSD"], "--storage-class"),
+    (["url", "Bob"], "NAME"), (["remove", "-x"], None),
+])
+def test_user_bad_input_exits_2_with_one_line(args, field, monkeypatch, tmp_path):
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "absent"))
+    result = runner.invoke(app, ["user", *args, "--dry-run"] if args[0] == "add" else ["user", *args])
+    assert result.exit_code == 2, result.output
+    if field:
+        assert result.stderr.startswith(f"error: {field}:") and result.stderr.count("\n") == 1

@@ -1,0 +1,251 @@
+"""User workspaces on the local cluster: `tfhelm user add/url/list/remove`, Pod Security,
+RBAC with each user's ServiceAccount token, and a TF cluster wired to a user's workspace."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import os
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+import yaml
+from kubernetes import client
+from kubernetes.client.rest import ApiException
+
+from tfhelm import deploy, localcluster, users
+from tfhelm.helm import Helm, helm_executable
+from tfhelm.kube import Kube
+from tfhelm.values import ClusterOptions
+
+from .conftest import wait_for
+
+COMPONENTS = ("notebook", "tensorboard", "files")
+INSTANCE = f"app.kubernetes.io/instance={users.RELEASE}"
+
+
+def tfhelm(*args: str, code: int = 0, kubeconfig: Path | None = None) -> subprocess.CompletedProcess:
+    """The real CLI in its own process, as people run it (output, exit code, KUBECONFIG)."""
+    env = {**os.environ, **({"KUBECONFIG": str(kubeconfig)} if kubeconfig else {})}
+    result = subprocess.run([sys.executable, "-m", "tfhelm.cli", *args], env=env, timeout=600,
+                            capture_output=True, text=True)
+    assert result.returncode == code, result.stdout + result.stderr
+    return result
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:6]}"
+
+
+def token_of(core: client.CoreV1Api, user: str) -> str:
+    secret = core.read_namespaced_secret(users.token_secret(), users.user_namespace(user))
+    return base64.b64decode(secret.data[users.TOKEN_KEY]).decode()
+
+
+def wait_ready(apps: client.AppsV1Api, ns: str) -> None:
+    for component in COMPONENTS:
+        name = users.component_name(component)
+        wait_for(lambda: apps.read_namespaced_deployment(name, ns).status.ready_replicas == 1,
+                 120, what=f"deployment {ns}/{name} ready")
+
+
+@pytest.fixture(scope="module")
+def apps(api_client) -> client.AppsV1Api:
+    return client.AppsV1Api(api_client)
+
+
+@pytest.fixture(scope="module")
+def two_users(kubeconfig, core, apps):
+    """Users A and B with workspaces, purged afterwards."""
+    names = [unique("ua"), unique("ub")]
+    for name in names:
+        tfhelm("user", "add", name)
+        wait_ready(apps, users.user_namespace(name))
+    yield names
+    for name in names:
+        tfhelm("user", "remove", name, "--purge")
+
+
+def sa_kubeconfig(api_client: client.ApiClient, core: client.CoreV1Api, user: str, path: Path) -> Path:
+    """A kubeconfig that authenticates as the user's notebook ServiceAccount (TokenRequest),
+    the identity the notebook gets in its pod."""
+    ns = users.user_namespace(user)
+    token = core.create_namespaced_service_account_token(
+        users.service_account(), ns, client.AuthenticationV1TokenRequest(
+            spec=client.V1TokenRequestSpec(audiences=[], expiration_seconds=600))).status.token
+    admin = api_client.configuration
+    cluster = {"server": admin.host, "certificate-authority": admin.ssl_ca_cert}
+    path.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "sa",
+        "clusters": [{"name": "local", "cluster": cluster}],
+        "users": [{"name": "sa", "user": {"token": token}}],
+        "contexts": [{"name": "sa", "context": {"cluster": "local", "user": "sa", "namespace": ns}}]}))
+    return path
+
+
+def test_user_lifecycle(kubeconfig, core, apps):
+    user = unique("lc")
+    ns = users.user_namespace(user)
+    added = tfhelm("user", "add", user, "--quota-cpu", "6", "--node-port", "31888")
+    try:
+        labels = core.read_namespace(ns).metadata.labels
+        assert labels["pod-security.kubernetes.io/enforce"] == "restricted"
+        assert labels[users.USER_LABEL] == user
+        wait_ready(apps, ns)
+        # Every pod was admitted in the restricted namespace and runs on the user node.
+        pods = core.list_namespaced_pod(ns, label_selector=INSTANCE).items
+        assert sorted(p.metadata.labels["app.kubernetes.io/component"] for p in pods) == sorted(COMPONENTS)
+        key, value = localcluster.USER_NODE_LABEL
+        user_nodes = core.list_node(label_selector=f"{key}={value}").items
+        assert {p.spec.node_name for p in pods} <= {n.metadata.name for n in user_nodes}
+        pvcs = {p.metadata.name: p.status.phase
+                for p in core.list_namespaced_persistent_volume_claim(ns).items}
+        assert pvcs == {users.claim_name(v): "Bound" for v in ("code", "logs", "data")}
+        quota = core.read_namespaced_resource_quota(users.RELEASE, ns)
+        assert quota.spec.hard["requests.cpu"] == "6"
+
+        token = token_of(core, user)
+        urls = tfhelm("user", "url", user).stdout
+        # The node port answers only on the notebook's node: the URL names that node.
+        notebook = next(p for p in pods if p.metadata.labels["app.kubernetes.io/component"] == "notebook")
+        addresses = {a.address for a in core.read_node(notebook.spec.node_name).status.addresses}
+        assert any(f"notebook:    http://{a}:31888/?token={token}\n" in urls for a in addresses), urls
+        assert f"files:       {users.files_url(user)}" in urls
+        listed = tfhelm("user", "list").stdout
+        assert user in listed and "ready" in listed
+
+        removed = tfhelm("user", "remove", user)
+        assert "volumes were kept" in removed.stderr
+        assert not asyncio.run(Helm().exists(users.RELEASE, ns))
+        assert sorted(p.metadata.name for p in core.list_namespaced_persistent_volume_claim(ns).items) == \
+            sorted(pvcs)
+        with pytest.raises(ApiException):
+            core.read_namespaced_secret(users.token_secret(), ns)
+        assert "removed (volumes kept)" in tfhelm("user", "list").stdout
+        for result in (added, removed):
+            assert token not in result.stdout + result.stderr
+
+        tfhelm("user", "add", user)  # again: the kept volumes come back, a new token is made
+        assert token_of(core, user) != token
+        wait_ready(apps, ns)
+    finally:
+        tfhelm("user", "remove", user, "--purge")
+    wait_for(lambda: _gone_or_terminating(core, ns), 60, what=f"namespace {ns} deleted")
+    tfhelm("user", "remove", user, code=2)
+
+
+def _gone_or_terminating(core: client.CoreV1Api, ns: str) -> bool:
+    try:
+        return core.read_namespace(ns).status.phase == "Terminating"
+    except ApiException as err:
+        return err.status == 404
+
+
+def test_token_is_never_in_helm_values_or_the_release(kubeconfig, core, two_users):
+    user = two_users[0]
+    ns = users.user_namespace(user)
+    token = token_of(core, user)
+    for what in ("values", "manifest"):
+        out = subprocess.run([helm_executable(), "get", what, users.RELEASE, "-n", ns, "--all"]
+                             if what == "values" else
+                             [helm_executable(), "get", what, users.RELEASE, "-n", ns],
+                             capture_output=True, text=True, check=True).stdout
+        assert token not in out
+    for args in (("user", "list"), ("user", "add", user)):  # an upgrade keeps the token, quietly
+        result = tfhelm(*args)
+        assert token not in result.stdout + result.stderr
+    assert token_of(core, user) == token
+
+
+def test_each_users_account_reaches_only_its_own_namespace(api_client, core, two_users, tmp_path):
+    a, b = two_users
+    ns_a, ns_b = users.user_namespace(a), users.user_namespace(b)
+    cfg = sa_kubeconfig(api_client, core, a, tmp_path / "a.kubeconfig")
+    with Kube(kubeconfig=str(cfg)).api as sa:
+        sa_core = client.CoreV1Api(sa)
+        assert sa_core.list_namespaced_pod(ns_a).items
+        config_map = client.V1ConfigMap(metadata=client.V1ObjectMeta(name="mine"))
+        sa_core.create_namespaced_config_map(ns_a, config_map)
+        assert sa_core.read_namespace(ns_a).metadata.name == ns_a
+        everything = {"rules": [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}]}
+        denied = {
+            "list B's pods": lambda: sa_core.list_namespaced_pod(ns_b),
+            "list B's secrets": lambda: sa_core.list_namespaced_secret(ns_b),
+            "create in B": lambda: sa_core.create_namespaced_config_map(ns_b, config_map),
+            "read B's namespace": lambda: sa_core.read_namespace(ns_b),
+            "list namespaces": lambda: sa_core.list_namespace(),
+            "list nodes": lambda: sa_core.list_node(),
+            "raise its quota": lambda: sa_core.patch_namespaced_resource_quota(
+                users.RELEASE, ns_a, {"spec": {"hard": {"requests.cpu": "999"}}}),
+            "drop its NetworkPolicy": lambda: client.NetworkingV1Api(sa).delete_namespaced_network_policy(
+                f"{users.RELEASE}-same-namespace", ns_a),
+            "widen its Role": lambda: client.RbacAuthorizationV1Api(sa).patch_namespaced_role(
+                users.service_account(), ns_a, everything),
+        }
+        for what, call in denied.items():
+            with pytest.raises(ApiException) as err:
+                call()
+            assert err.value.status == 403, f"{what} was not forbidden"
+
+
+def test_notebook_account_runs_tfhelm_up_in_its_namespace_only(api_client, core, two_users, tmp_path):
+    a, b = two_users
+    ns_a, ns_b = users.user_namespace(a), users.user_namespace(b)
+    sa = sa_kubeconfig(api_client, core, a, tmp_path / "a.kubeconfig")
+    # The namespace comes from the kubeconfig, as it comes from the mounted account in the pod.
+    # With the reaper: its own ServiceAccount, Role and RoleBinding, granted by the notebook.
+    tfhelm("up", "--name", "nb", "--workers", "1", "--ps", "1", "--set", "reaper.enabled=true",
+           kubeconfig=sa)
+    jobs = client.BatchV1Api(api_client).list_namespaced_job(ns_a, label_selector="tfhelm.io/cluster=nb")
+    assert [j.metadata.name for j in jobs.items] == ["nb-worker"]
+    rbac = client.RbacAuthorizationV1Api(api_client)
+    roles = rbac.list_namespaced_role(ns_a, label_selector="tfhelm.io/cluster=nb")
+    assert len(roles.items) == 1  # the reaper's
+    tfhelm("status", "nb", kubeconfig=sa)
+    tfhelm("down", "nb", "--purge", kubeconfig=sa)
+    refused = tfhelm("up", "--name", "nb", "--workers", "1", "--ps", "0", "-n", ns_b, code=1,
+                     kubeconfig=sa)
+    assert "forbidden" in refused.stderr.lower()
+
+
+def test_network_policies_shut_out_other_users(api_client, two_users):
+    net = client.NetworkingV1Api(api_client)
+    for user in two_users:
+        ns = users.user_namespace(user)
+        policies = {p.metadata.name: p.spec for p in net.list_namespaced_network_policy(ns).items}
+        same = policies[f"{users.RELEASE}-same-namespace"]
+        assert same.pod_selector.match_labels is None and same.policy_types == ["Ingress"]
+        assert [(peer.pod_selector.match_labels, peer.namespace_selector, peer.ip_block)
+                for rule in same.ingress for peer in rule._from] == [(None, None, None)]
+        for component in ("notebook", "tensorboard"):
+            exposed = policies[f"{users.component_name(component)}-exposed"]
+            assert exposed.pod_selector.match_labels["app.kubernetes.io/component"] == component
+            assert [p.port for r in exposed.ingress for p in r.ports] == ["http"]
+        assert len(policies) == 3
+
+
+def test_a_users_cluster_mounts_the_users_volumes_and_downloads_from_its_file_server(kubeconfig, core,
+                                                                                     two_users):
+    user = two_users[0]
+    ns = users.user_namespace(user)
+    values = users.cluster_values_for_user(user, "models/train.py")
+    plan = deploy.plan(ClusterOptions(name="wired", namespace=ns, workers=2, ps=1, value_files=[values]))
+    kube = Kube(kubeconfig=str(kubeconfig))
+    asyncio.run(deploy.up(plan, Helm(), kube))
+    try:
+        pods = wait_for(lambda: [p for p in core.list_namespaced_pod(
+            ns, label_selector="tfhelm.io/cluster=wired,app.kubernetes.io/component=worker").items
+            if p.status.phase == "Running"], 120, what="worker pods of wired running")
+        for pod in pods:
+            claims = {v.name: v.persistent_volume_claim.claim_name for v in pod.spec.volumes
+                      if v.persistent_volume_claim}
+            assert claims == {"logs": users.claim_name("logs"), "data": users.claim_name("data")}
+            assert pod.spec.init_containers[0].command[2] == users.files_url(user) + "models/train.py"
+        # No PVCs of its own: the user's volumes hold its logs and data.
+        own = core.list_namespaced_persistent_volume_claim(ns, label_selector="tfhelm.io/cluster=wired")
+        assert not own.items
+    finally:
+        asyncio.run(deploy.down("wired", ns, Helm(), kube, purge=True))

@@ -1,0 +1,91 @@
+"""`tfhelm user`: one workspace per user (Jupyter, TensorBoard, the code server) in a
+namespace of its own. Thin commands over tfhelm.users (pure) and tfhelm.userenv (cluster)."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import typer
+from rich.table import Table
+
+from tfhelm import deploy, users, userenv
+from tfhelm.console import cli_errors, err, out
+from tfhelm.errors import SpecError
+from tfhelm.helm import Helm, run_sync
+from tfhelm.kube import Kube
+
+app = typer.Typer(help="Users' workspaces: Jupyter, TensorBoard and a code server, a namespace each.",
+                  no_args_is_help=True)
+
+NameArg = typer.Argument(..., help="User name; the workspace lives in namespace tfhelm-user-NAME.")
+
+
+def _notify(message: str) -> None:
+    err.print(f"[dim]•[/dim] {message}")
+
+
+@app.command()
+@cli_errors
+def add(name: str = NameArg,
+        storage_class: Optional[str] = typer.Option(
+            None, "--storage-class", help="StorageClass of the code, logs and data volumes."),
+        quota_cpu: Optional[str] = typer.Option(
+            None, "--quota-cpu", help="CPU the namespace may request in all, e.g. 8."),
+        quota_memory: Optional[str] = typer.Option(
+            None, "--quota-memory", help="Memory the namespace may request in all, e.g. 32Gi."),
+        node_port: Optional[int] = typer.Option(None, "--node-port", help="Node port of the notebook."),
+        tensorboard_node_port: Optional[int] = typer.Option(
+            None, "--tensorboard-node-port", help="Node port of TensorBoard."),
+        dry_run: bool = typer.Option(False, "--dry-run", help="Print the manifests; touch no cluster.")):
+    """Create (or update) a user's namespace, login token and workspace."""
+    opts = users.UserOptions(name, storage_class, quota_cpu, quota_memory, node_port,
+                             tensorboard_node_port)
+    if dry_run:
+        manifests = run_sync(userenv.render(opts, Helm()))
+        out.print(deploy.manifests_yaml({users.RELEASE: manifests}), end="", markup=False,
+                  highlight=False, soft_wrap=True)
+        return
+    run_sync(userenv.add(opts, Helm(), Kube(), notify=_notify))
+    ns = users.user_namespace(name)
+    err.print(f"[green]✓[/green] workspace of [bold]{name}[/bold] in namespace {ns}")
+    err.print(f"  URLs and login token:  tfhelm user url {name}\n"
+              f"  train with it:         tfhelm up --user {name} --workers 2 --script train.py\n"
+              f"  remove it:             tfhelm user remove {name}")
+
+
+@app.command()
+@cli_errors
+def url(name: str = NameArg):
+    """Print the notebook URL with its login token, and the TensorBoard and file server URLs."""
+    u = userenv.urls(users.validate_user(name), Kube())
+    for label, value in (("notebook", u.notebook), ("tensorboard", u.tensorboard),
+                         ("files", u.files and f"{u.files} (inside the cluster)")):
+        if value:
+            out.print(f"{label + ':':13}{value}", markup=False, highlight=False, soft_wrap=True)
+
+
+@app.command("list")
+@cli_errors
+def list_():
+    """Every user's namespace and the state of their workspace."""
+    table = Table(title="tfhelm users")
+    for col in ("USER", "NAMESPACE", "WORKSPACE"):
+        table.add_column(col)
+    for row in userenv.list_users(Kube()):
+        table.add_row(row.user, row.namespace, row.state)
+    out.print(table)
+
+
+@app.command()
+@cli_errors
+def remove(name: str = NameArg,
+           purge: bool = typer.Option(False, "--purge", help="Also delete the namespace with the "
+                                      "code, logs and data volumes and any TF clusters in it.")):
+    """Remove a user's workspace and login token; volumes stay unless --purge."""
+    found = run_sync(userenv.remove(users.validate_user(name), Helm(), Kube(), purge=purge,
+                                    notify=_notify))
+    if not found:
+        raise SpecError("NAME", f"no user '{name}'", "see `tfhelm user list`")
+    if not purge:
+        err.print(f"The code, logs and data volumes were kept in namespace {users.user_namespace(name)}; "
+                  "`--purge` deletes them.")

@@ -1,0 +1,206 @@
+"""A user's workspace on the cluster: the side-effect layer under `tfhelm user`.
+
+`add` makes the namespace (Pod Security "restricted"), the notebook's token Secret (random,
+made here, never by the chart and never in Helm values) and installs or upgrades the
+user-env release. The token leaves the cluster only through `urls()`.
+"""
+
+from __future__ import annotations
+
+import base64
+import secrets
+from dataclasses import dataclass
+from typing import Callable, TypeVar
+
+from kubernetes import client
+from kubernetes.client.rest import ApiException
+
+from tfhelm import users
+from tfhelm.errors import TfhelmError
+from tfhelm.helm import Helm
+from tfhelm.kube import Kube
+
+Notify = Callable[[str], None]
+T = TypeVar("T")
+_OURS = f"{users.USER_LABEL},app.kubernetes.io/managed-by=tfhelm"
+
+
+def _api(what: str, call: Callable[[], T]) -> T | None:
+    """One API call; None when the object does not exist, else a TfhelmError naming it."""
+    try:
+        return call()
+    except ApiException as err:
+        if err.status == 404:
+            return None
+        raise TfhelmError(f"{what}: {err.reason} ({err.status})") from err
+
+
+async def render(opts: users.UserOptions, helm: Helm) -> list[dict]:
+    """The release's manifests, rendered by the real chart (schema and checks included)."""
+    values = users.compute_user_values(opts)
+    return await helm.template(users.RELEASE, values, users.user_namespace(opts.name), chart=users.CHART)
+
+
+async def add(opts: users.UserOptions, helm: Helm, kube: Kube, notify: Notify = lambda _: None) -> None:
+    """Create or update a user's workspace. A failed first install leaves nothing behind;
+    an existing token is kept, so adding a user again only upgrades the release."""
+    values = users.compute_user_values(opts)
+    ns = users.user_namespace(opts.name)
+    await render(opts, helm)
+    kube.ping()
+    created_ns = _ensure_namespace(kube, opts.name)
+    if created_ns:
+        notify(f"created namespace {ns} (Pod Security: restricted)")
+    created_token = _ensure_token(kube, ns, opts.name)
+    if created_token:
+        notify(f"created the notebook's login token in Secret {ns}/{users.token_secret()}")
+    try:
+        notify(f"installing release {ns}/{users.RELEASE}")
+        await helm.install_or_upgrade(users.RELEASE, values, ns, chart=users.CHART)
+    except Exception:
+        if created_ns:
+            notify(f"deleting namespace {ns} again")
+            _api(f"namespace {ns}", lambda: kube.core.delete_namespace(ns))
+        elif created_token:
+            _api(f"secret {ns}/{users.token_secret()}",
+                 lambda: kube.core.delete_namespaced_secret(users.token_secret(), ns))
+        raise
+
+
+def _user_of(ns: client.V1Namespace) -> str | None:
+    return (ns.metadata.labels or {}).get(users.USER_LABEL)
+
+
+def _terminating(ns: client.V1Namespace) -> bool:
+    return bool(ns.status and ns.status.phase == "Terminating")
+
+
+def _ensure_namespace(kube: Kube, user: str) -> bool:
+    """Create the namespace, or put its labels back; True when this call created it."""
+    ns = users.user_namespace(user)
+    labels = users.namespace_labels(user)
+    existing = _api(f"namespace {ns}", lambda: kube.core.read_namespace(ns))
+    if existing is None:
+        body = client.V1Namespace(metadata=client.V1ObjectMeta(name=ns, labels=labels))
+        _api(f"namespace {ns}", lambda: kube.core.create_namespace(body))
+        return True
+    if _user_of(existing) != user:
+        raise TfhelmError(f"namespace {ns} exists but is not the workspace of user {user} "
+                          f"(no label {users.USER_LABEL}={user}); remove it or pick another name")
+    if _terminating(existing):
+        raise TfhelmError(f"namespace {ns} is still being deleted; try again once it is gone")
+    _api(f"namespace {ns}", lambda: kube.core.patch_namespace(ns, {"metadata": {"labels": labels}}))
+    return False
+
+
+def _ensure_token(kube: Kube, ns: str, user: str) -> bool:
+    """Create the login token Secret unless it exists; True when this call created it."""
+    name = users.token_secret()
+    if _api(f"secret {ns}/{name}", lambda: kube.core.read_namespaced_secret(name, ns)) is not None:
+        return False
+    body = client.V1Secret(
+        metadata=client.V1ObjectMeta(name=name, labels={users.USER_LABEL: user, **users.MANAGED_BY}),
+        type="Opaque", string_data={users.TOKEN_KEY: secrets.token_urlsafe(32)})
+    _api(f"secret {ns}/{name}", lambda: kube.core.create_namespaced_secret(ns, body))
+    return True
+
+
+async def remove(user: str, helm: Helm, kube: Kube, purge: bool = False,
+                 notify: Notify = lambda _: None) -> bool:
+    """Uninstall the workspace and revoke its token; the namespace and its volumes stay
+    unless `purge` (which deletes the namespace with everything in it, TF clusters too).
+    False when the user has no workspace."""
+    ns = users.user_namespace(user)
+    existing = _api(f"namespace {ns}", lambda: kube.core.read_namespace(ns))
+    if existing is None or _user_of(existing) != user or _terminating(existing):
+        return False
+    if await helm.uninstall(users.RELEASE, ns):
+        notify(f"uninstalled release {ns}/{users.RELEASE}")
+    name = users.token_secret()
+    if _api(f"secret {ns}/{name}", lambda: kube.core.delete_namespaced_secret(name, ns)) is not None:
+        notify(f"deleted the login token Secret {ns}/{name}")
+    if purge:
+        _api(f"namespace {ns}", lambda: kube.core.delete_namespace(ns))
+        notify(f"deleting namespace {ns}: the code, logs and data volumes and all in it")
+    return True
+
+
+@dataclass
+class Urls:
+    notebook: str | None  # with `?token=`
+    tensorboard: str | None
+    files: str | None  # in-cluster
+
+
+def urls(user: str, kube: Kube) -> Urls:
+    """Where the user's notebook (with its login token), TensorBoard and files answer."""
+    ns = users.user_namespace(user)
+    name = users.token_secret()
+    secret = _api(f"secret {ns}/{name}", lambda: kube.core.read_namespaced_secret(name, ns))
+    if secret is None or users.TOKEN_KEY not in (secret.data or {}):
+        raise TfhelmError(f"no login token in secret {ns}/{name}: add the user with `tfhelm user add {user}`")
+    token = base64.b64decode(secret.data[users.TOKEN_KEY]).decode()
+    notebook = _url(kube, ns, "notebook")
+    return Urls(notebook=notebook and f"{notebook}?token={token}",
+                tensorboard=_url(kube, ns, "tensorboard"), files=_url(kube, ns, "files"))
+
+
+def _url(kube: Kube, ns: str, component: str) -> str | None:
+    """An Ingress host, else a load balancer, else the node port on the pod's node
+    (externalTrafficPolicy: Local), else the in-cluster Service address."""
+    name = users.component_name(component)
+    ingress = _api(f"ingress {ns}/{name}",
+                   lambda: client.NetworkingV1Api(kube.api).read_namespaced_ingress(name, ns))
+    host = ingress and ingress.spec.rules and ingress.spec.rules[0].host
+    if host:
+        tls = any(host in (t.hosts or []) for t in ingress.spec.tls or [])
+        return f"{'https' if tls else 'http'}://{host}/"
+    svc = _api(f"service {ns}/{name}", lambda: kube.core.read_namespaced_service(name, ns))
+    if svc is None:
+        return None
+    port = svc.spec.ports[0]
+    balancers = (svc.status.load_balancer and svc.status.load_balancer.ingress) or []
+    if svc.spec.type == "LoadBalancer" and balancers:
+        return f"http://{balancers[0].ip or balancers[0].hostname}:{port.port}/"
+    if svc.spec.type in ("NodePort", "LoadBalancer"):
+        return f"http://{_pod_node_address(kube, ns, name, svc.spec.selector)}:{port.node_port}/"
+    return f"http://{name}.{ns}.svc:{port.port}/"
+
+
+def _pod_node_address(kube: Kube, ns: str, name: str, selector: dict[str, str]) -> str:
+    sel = ",".join(f"{k}={v}" for k, v in selector.items())
+    pods = _api(f"pods of {ns}/{name}", lambda: kube.core.list_namespaced_pod(ns, label_selector=sel))
+    nodes = [p.spec.node_name for p in pods.items if p.spec.node_name and not p.metadata.deletion_timestamp]
+    if not nodes:
+        raise TfhelmError(f"{ns}/{name}: no pod is scheduled yet, and its node port answers only on "
+                          f"the pod's node; see `kubectl -n {ns} get pods`")
+    node = _api(f"node {nodes[0]}", lambda: kube.core.read_node(nodes[0]))
+    addresses = {a.type: a.address for a in (node and node.status.addresses) or []}
+    for kind in ("ExternalIP", "InternalIP", "Hostname"):
+        if addresses.get(kind):
+            return addresses[kind]
+    return nodes[0]
+
+
+@dataclass
+class UserRow:
+    user: str
+    namespace: str
+    state: str
+
+
+def list_users(kube: Kube) -> list[UserRow]:
+    """Every user namespace tfhelm made, and the state of its workspace."""
+    rows = []
+    for ns in _api("namespaces", lambda: kube.core.list_namespace(label_selector=_OURS)).items:
+        name = ns.metadata.name
+        if _terminating(ns):
+            state = "being deleted"
+        else:
+            deps = _api(f"deployments of {name}", lambda: kube.apps.list_namespaced_deployment(
+                name, label_selector=f"app.kubernetes.io/instance={users.RELEASE}")).items
+            ready = sum((d.status.ready_replicas or 0) >= (d.spec.replicas or 0) for d in deps)
+            state = ("removed (volumes kept)" if not deps else
+                     "ready" if ready == len(deps) else f"starting ({ready}/{len(deps)} ready)")
+        rows.append(UserRow(_user_of(ns), name, state))
+    return sorted(rows, key=lambda r: r.user)

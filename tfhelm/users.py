@@ -1,0 +1,182 @@
+"""Users' workspaces: names, namespaces and chart values, without any I/O.
+
+A user NAME gets the namespace `tfhelm-user-NAME` and, in it, one release `user-env` of
+charts/user-env. The workspace owns its namespace, so resource names derive from the
+release, not the user; they mirror the chart's `templates/_helpers-names.tpl`, and
+tests/chart/test_user_env.py proves both agree.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import PurePosixPath
+from urllib.parse import quote, urlparse
+
+from tfhelm import spec
+from tfhelm.chart import default_values
+from tfhelm.errors import SpecError
+from tfhelm.values import script_values
+
+CHART = "user-env"
+RELEASE = "user-env"
+NAMESPACE_PREFIX = "tfhelm-user-"
+MAX_USER = spec.DNS_LABEL_MAX - len(NAMESPACE_PREFIX)  # the namespace is a DNS label
+USER_LABEL = "tfhelm.io/user"
+MANAGED_BY = {"app.kubernetes.io/managed-by": "tfhelm", "app.kubernetes.io/part-of": "tfhelm"}
+TOKEN_KEY = "token"
+NODE_PORTS = range(30000, 32768)  # the API server's default --service-node-port-range
+_QUOTA = {  # --quota-* option: flag, accepted form, example
+    "cpu": ("--quota-cpu", re.compile(r"^[0-9]+(\.[0-9]+)?m?$"), "8 or 500m"),
+    "memory": ("--quota-memory",
+               re.compile(r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$"), "64Gi"),
+}
+_DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
+
+
+def validate_user(name: str, field: str = "NAME") -> str:
+    if not spec._DNS1035.match(name):
+        raise SpecError(field, f"'{name}' is not a valid user name",
+                        "use lowercase letters, digits and '-', starting with a letter")
+    if len(name) > MAX_USER:
+        raise SpecError(field, f"'{name}' is {len(name)} characters; the namespace "
+                        f"'{NAMESPACE_PREFIX}{name}' must fit in {spec.DNS_LABEL_MAX}",
+                        f"use at most {MAX_USER} characters")
+    return name
+
+
+def user_namespace(user: str) -> str:
+    """The namespace holding a user's workspace and TF clusters."""
+    return NAMESPACE_PREFIX + validate_user(user)
+
+
+def namespace_labels(user: str) -> dict[str, str]:
+    """Pod Security "restricted" (enforced, audited, warned) and who the namespace is for."""
+    labels = {f"pod-security.kubernetes.io/{mode}": "restricted" for mode in ("enforce", "audit", "warn")}
+    return {**labels, "pod-security.kubernetes.io/enforce-version": "latest",
+            USER_LABEL: validate_user(user), **MANAGED_BY}
+
+
+def component_name(component: str) -> str:
+    """Deployment and Service of `notebook`, `tensorboard` or `files` (the code server)."""
+    return f"{RELEASE}-{component}"
+
+
+def claim_name(volume: str) -> str:
+    """PVC of `code`, `logs` or `data`."""
+    return f"{RELEASE}-{volume}"
+
+
+def token_secret() -> str:
+    """The Secret `tfhelm user add` creates; the chart reads it unless told another."""
+    return f"{RELEASE}-notebook-token"
+
+
+def service_account() -> str:
+    """The notebook's ServiceAccount (and its Role and RoleBinding)."""
+    return f"{RELEASE}-notebook"
+
+
+def files_url(user: str) -> str:
+    """In-cluster URL of the user's file server (the code volume), ending in `/`."""
+    port = default_values(CHART)["codeServer"]["service"]["port"]
+    return f"http://{component_name('files')}.{user_namespace(user)}.svc:{port}/"
+
+
+@dataclass
+class UserOptions:
+    """What `tfhelm user add` was asked for; None means "leave the chart's value"."""
+
+    name: str
+    storage_class: str | None = None
+    quota_cpu: str | None = None
+    quota_memory: str | None = None
+    node_port: int | None = None
+    tensorboard_node_port: int | None = None
+
+
+def compute_user_values(opts: UserOptions) -> dict:
+    """The user-env values of a user's release: only what differs from the chart's defaults.
+    Never the token: the chart reads it from the Secret."""
+    v: dict = {"userName": validate_user(opts.name)}
+    if opts.storage_class is not None:
+        if not _DNS1123_SUBDOMAIN.match(opts.storage_class):
+            raise SpecError("--storage-class", f"'{opts.storage_class}' is not a StorageClass name",
+                            "see `kubectl get storageclass`")
+        v["storage"] = {"storageClassName": opts.storage_class}
+    quota = {resource: _quota(resource, value)
+             for resource, value in (("cpu", opts.quota_cpu), ("memory", opts.quota_memory))
+             if value is not None}
+    if quota:
+        v["quota"] = quota
+    ports = {"notebook": ("--node-port", opts.node_port),
+             "tensorboard": ("--tensorboard-node-port", opts.tensorboard_node_port)}
+    for component, (flag, port) in ports.items():
+        if port is None:
+            continue
+        if port not in NODE_PORTS:
+            raise SpecError(flag, f"{port} is outside the node port range "
+                            f"{NODE_PORTS.start}-{NODE_PORTS.stop - 1}")
+        v[component] = {"service": {"nodePort": port}}
+    if opts.node_port is not None and opts.node_port == opts.tensorboard_node_port:
+        raise SpecError("--tensorboard-node-port", "is the same as --node-port",
+                        "each Service needs its own node port")
+    return v
+
+
+def _quota(resource: str, value: str) -> str:
+    flag, pattern, example = _QUOTA[resource]
+    if not pattern.match(value):
+        raise SpecError(flag, f"'{value}' is not a Kubernetes quantity", f"e.g. {example}")
+    own = workspace_requests(resource)
+    if parse_quantity(value) < own:
+        # Below this the workspace's own pods are refused and the install times out.
+        shown = f"{own:g}" if resource == "cpu" else f"{own / 2**20:g}Mi"
+        raise SpecError(flag, f"{value} is less than the workspace itself requests ({shown})",
+                        "leave room for the notebook, TensorBoard, the file server and TF clusters")
+    return value
+
+
+_SUFFIX = {"m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18,
+           "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
+
+
+def parse_quantity(text: str | int) -> float:
+    """`500m` -> 0.5, `2Gi` -> 2147483648 (the forms the schema accepts)."""
+    number, suffix = re.fullmatch(r"([0-9.]+)([A-Za-z]*)", str(text)).groups()
+    return float(number) * _SUFFIX.get(suffix, 1)
+
+
+def workspace_requests(resource: str) -> float:
+    """What the chart's notebook, TensorBoard and file server request together."""
+    v = default_values(CHART)
+    return sum(parse_quantity(v[c]["resources"]["requests"][resource])
+               for c in ("notebook", "tensorboard", "codeServer"))
+
+
+def code_volume_path(script: str) -> PurePosixPath:
+    """A relative `--script` under `--user`: a file on the user's code volume."""
+    path = PurePosixPath(script)
+    if not path.parts or script.endswith("/") or ".." in path.parts:
+        raise SpecError("--script", f"'{script}' is not a file path on the code volume",
+                        "give a path relative to the notebook's work directory, e.g. models/train.py")
+    if any(part.startswith(".") for part in path.parts):
+        raise SpecError("--script", f"'{script}' is a dot-file or in a dot-directory",
+                        "the file server does not serve those; move the script")
+    return path
+
+
+def cluster_values_for_user(user: str, script: str | None) -> dict:
+    """tf-cluster values wiring a cluster to a user's workspace: the user's logs and data
+    volumes (so TensorBoard sees the run) and, for a relative `script`, the code downloaded
+    from the user's file server. An http(s) URL or an absolute path (in the image) is taken
+    as `tfhelm up --script` takes it. Meant as the lowest-precedence values file."""
+    v: dict = {"storage": {vol: {"existingClaim": claim_name(vol)} for vol in ("logs", "data")}}
+    if script is None:
+        return v
+    if urlparse(script).scheme or script.startswith("/"):
+        v["code"] = script_values(script)
+        return v
+    path = code_volume_path(script)
+    v["code"] = {"source": "url", "url": files_url(user) + quote(str(path)), "script": path.name}
+    return v

@@ -208,6 +208,7 @@ def tfconfig(name: str = typer.Argument(..., help="Cluster name."),
 # Commands that live in their own modules (tfhelm/commands/), registered here.
 # Each line: app.command(NAME)(function) or app.add_typer(sub_app, name=NAME).
 from tfhelm.commands import user as user_cmd; app.add_typer(user_cmd.app, name="user")  # noqa: E402,E702
+from tfhelm.commands import reap as reap_cmd; app.command("reap")(reap_cmd.reap)  # noqa: E402,E702
 from tfhelm.commands import cluster as cluster_cmd; app.add_typer(cluster_cmd.app, name="cluster")  # noqa: E402,E702
 
 

@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 
 from tfhelm.kube import ClusterObjects
 
 COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
+# The reaper's completion conditions (`tfhelm reap --completion`, chart `reaper.completion`).
+COMPLETIONS = ("auto", "all-workers", "chief", "worker-0")
+# A Job whose pods only run TF servers that never exit (in-graph workers) may say so; the
+# launcher's `server` argument is the fallback for charts that do not.
+RUNS_ANNOTATION = "tfhelm.io/runs"
 
 
 @dataclass
@@ -26,6 +32,15 @@ class JobRow:
     failed: int
     total: int
     state: str  # Running, Complete, Failed
+    # What the reaper needs beyond the table (defaults keep older callers working).
+    cluster: str = ""
+    uid: str = ""
+    finished_at: datetime | None = None  # when it turned Complete or Failed (to the second)
+    reason: str = ""  # why it failed: the Failed condition's reason and message
+    completed_indexes: str = ""  # e.g. "0-3,5"
+    failed_indexes: str = ""
+    suspended: bool = False
+    runs_server: bool = False  # its pods serve forever (in-graph workers): stopped on reap
 
 
 def task_rows(objs: ClusterObjects) -> list[TaskRow]:
@@ -45,22 +60,67 @@ def task_rows(objs: ClusterObjects) -> list[TaskRow]:
 
 
 def job_rows(objs: ClusterObjects) -> list[JobRow]:
-    rows = []
-    for job in objs.jobs:
-        st = job.status
-        conds = {c.type for c in (st.conditions or []) if c.status == "True"}
-        state = "Complete" if "Complete" in conds else "Failed" if "Failed" in conds else "Running"
-        rows.append(JobRow((job.metadata.labels or {}).get("tfhelm.io/role", "?"), job.metadata.name,
-                           st.succeeded or 0, st.failed or 0, job.spec.completions or 1, state))
-    return sorted(rows, key=lambda r: r.name)
+    return sorted((job_row(job) for job in objs.jobs), key=lambda r: r.name)
 
 
-def training_done(jobs: list[JobRow]) -> str | None:
-    """The reaper's rule: the chief's Job if there is one, else the workers' Job.
-    Returns "Complete" or "Failed" once decided, else None."""
+def job_row(job) -> JobRow:
+    """One Job (a kubernetes V1Job) as the table and the reaper see it."""
+    st, meta = job.status, job.metadata
+    conds = {c.type: c for c in (st.conditions or []) if c.status == "True"}
+    state = "Complete" if "Complete" in conds else "Failed" if "Failed" in conds else "Running"
+    finished, reason = None, ""
+    if state == "Complete":
+        finished = st.completion_time or conds["Complete"].last_transition_time
+    elif state == "Failed":
+        finished = conds["Failed"].last_transition_time
+        reason = ": ".join(x for x in (conds["Failed"].reason, conds["Failed"].message) if x)
+    labels = meta.labels or {}
+    return JobRow(labels.get("tfhelm.io/role", "?"), meta.name, st.succeeded or 0, st.failed or 0,
+                  job.spec.completions or 1, state, cluster=labels.get("tfhelm.io/cluster", ""),
+                  uid=meta.uid or "", finished_at=finished, reason=reason,
+                  completed_indexes=st.completed_indexes or "", failed_indexes=st.failed_indexes or "",
+                  suspended=bool(job.spec.suspend), runs_server=_runs_server(job))
+
+
+def _runs_server(job) -> bool:
+    runs = (job.metadata.annotations or {}).get(RUNS_ANNOTATION)
+    if runs:
+        return runs == "server"
+    containers = job.spec.template.spec.containers or []
+    return any((c.args or [])[:1] == ["server"] and any("launcher.py" in a for a in c.command or [])
+               for c in containers)
+
+
+def has_index(ranges: str, index: int) -> bool:
+    """Is `index` in a Job's index list such as "0-3,5"?"""
+    for part in filter(None, ranges.split(",")):
+        lo, _, hi = part.partition("-")
+        if int(lo) <= index <= int(hi or lo):
+            return True
+    return False
+
+
+def decisive_job(jobs: list[JobRow], completion: str = "auto") -> JobRow | None:
+    """The Job whose end means training ended: for `auto` the chief's if there is one
+    (in-graph: the chief drives the cluster), else the workers'."""
     by_role = {j.role: j for j in jobs}
-    decisive = by_role.get("chief") or by_role.get("worker")
-    return decisive.state if decisive and decisive.state != "Running" else None
+    if completion == "auto":
+        return by_role.get("chief") or by_role.get("worker")
+    return by_role.get("chief" if completion == "chief" else "worker")
+
+
+def training_done(jobs: list[JobRow], completion: str = "auto") -> str | None:
+    """The reaper's rule (see `decisive_job`; `worker-0` looks at worker task 0 only).
+    Returns "Complete" or "Failed" once decided, else None."""
+    decisive = decisive_job(jobs, completion)
+    if decisive is None:
+        return None
+    if completion == "worker-0" and decisive.state == "Running":
+        if has_index(decisive.completed_indexes, 0):
+            return "Complete"
+        if has_index(decisive.failed_indexes, 0):
+            return "Failed"
+    return decisive.state if decisive.state != "Running" else None
 
 
 def ps_state(objs: ClusterObjects) -> str:
@@ -69,3 +129,14 @@ def ps_state(objs: ClusterObjects) -> str:
         return "no parameter servers (none configured, or reaped)"
     ready = sum(d.status.ready_replicas or 0 for d in ps)
     return f"{len(ps)} parameter server(s), {ready} ready: they run until reaped (`tfhelm down`)"
+
+
+def reaper_lines(events: list) -> list[str]:
+    """The reaper's decisions (Kubernetes Events with reasons `TFCluster*`), oldest first."""
+    rows = []
+    for ev in events:
+        if not (ev.reason or "").startswith("TFCluster"):
+            continue
+        when = ev.last_timestamp or ev.event_time or ev.metadata.creation_timestamp
+        rows.append((when, f"reaper: {when:%Y-%m-%d %H:%M:%S} {ev.reason}: {ev.message}"))
+    return [line for _, line in sorted(rows, key=lambda r: r[0])]

@@ -34,6 +34,11 @@ a split cluster can be uninstalled alone. */}}
 {{- $vol.existingClaim | default (printf "%s-%s" (include "tf-cluster.name" .root) .volume) -}}
 {{- end }}
 
+{{/* The in-cluster reaper's Deployment, ServiceAccount, Role and RoleBinding. */}}
+{{- define "tf-cluster.reaperName" -}}
+{{- printf "%s-reaper" (include "tf-cluster.name" .) -}}
+{{- end }}
+
 {{/* `<ns>.svc[.<domain>]:<port>`: the part every host shares. */}}
 {{- define "tf-cluster.hostSuffix" -}}
 {{- printf "%s.svc" .Release.Namespace -}}

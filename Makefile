@@ -47,7 +47,7 @@ test-chart: install helm-docs ## helm lint/template tests and schema rejections
 
 -include mk/testenv.mk mk/tf.mk
 
-test: install helm-docs testenv ## Every tier: unit, chart, cluster, tf
+test: install helm-docs testenv tf-deps ## Every tier: unit, chart, cluster, tf
 	$(PYTEST) tests $(PYTEST_ARGS)
 
 test-cluster: install testenv ## The cluster tier against the local control plane

@@ -16,7 +16,7 @@ from tfhelm.console import cli_errors, err, out
 from tfhelm.errors import SpecError, TfhelmError
 from tfhelm.helm import Helm, run_sync
 from tfhelm.kube import Kube, current_namespace
-from tfhelm.values import ClusterOptions, cluster_spec_of, compute_values, generate_name
+from tfhelm.values import ClusterOptions, cluster_spec_of, compute_values, generate_name, shape_of
 
 app = typer.Typer(help="Distributed TensorFlow on Kubernetes from a few parameters.",
                   no_args_is_help=True, pretty_exceptions_enable=False)
@@ -200,6 +200,7 @@ def tfconfig(name: str = typer.Argument(..., help="Cluster name."),
         if values is None:
             raise SpecError("NAME", f"no release '{name}' in namespace {ns}",
                             "pass the shape (--workers, --ps, -f ...) to compute it offline")
+    spec.check_task(shape_of(values), role, index)
     cluster = cluster_spec_of(values, ns, name)
     out.print(spec.dumps(spec.tf_config(cluster, role, index)), markup=False, highlight=False,
               soft_wrap=True)
@@ -210,6 +211,7 @@ def tfconfig(name: str = typer.Argument(..., help="Cluster name."),
 from tfhelm.commands import user as user_cmd; app.add_typer(user_cmd.app, name="user")  # noqa: E402,E702
 from tfhelm.commands import reap as reap_cmd; app.command("reap")(reap_cmd.reap)  # noqa: E402,E702
 from tfhelm.commands import cluster as cluster_cmd; app.add_typer(cluster_cmd.app, name="cluster")  # noqa: E402,E702
+from tfhelm.commands import run as run_cmd; app.command("run")(run_cmd.run)  # noqa: E402,E702
 
 
 def main() -> None:  # pragma: no cover - console entry point

@@ -12,8 +12,11 @@ from dataclasses import dataclass
 
 from tfhelm.errors import SpecError
 
-# TF_CONFIG's cluster roles, in the order TensorFlow documents them.
+# Task types, in the order TensorFlow documents them.
 ROLES = ("chief", "worker", "ps", "evaluator")
+# The training cluster in TF_CONFIG. The evaluator runs no server and stays out of it (as in
+# TFJob): a coordinator or a collective would otherwise wait for it forever.
+CLUSTER_ROLES = ("chief", "worker", "ps")
 # Roles run as Indexed Jobs (one Job + one headless Service each); PS are Deployments.
 JOB_ROLES = ("chief", "worker", "evaluator")
 
@@ -76,7 +79,7 @@ def cluster_spec(name: str, namespace: str, shape: Shape, port: int = DEFAULT_PO
                  cluster_domain: str = "") -> dict[str, list[str]]:
     return {role: [host(name, namespace, role, i, port, cluster_domain)
                    for i in range(shape.count(role))]
-            for role in ROLES if shape.count(role)}
+            for role in CLUSTER_ROLES if shape.count(role)}
 
 
 def tasks(shape: Shape) -> list[tuple[str, int]]:
@@ -84,10 +87,17 @@ def tasks(shape: Shape) -> list[tuple[str, int]]:
 
 
 def tf_config(cluster: dict[str, list[str]], task_type: str, index: int) -> dict:
-    if index >= len(cluster.get(task_type, [])):
+    """TF_CONFIG of one task; the (single) evaluator gets the training cluster it evaluates."""
+    if not (task_type == "evaluator" and index == 0) and index >= len(cluster.get(task_type, [])):
         have = ", ".join(f"{r}:0..{len(h) - 1}" for r, h in cluster.items())
         raise SpecError("--task", f"{task_type}:{index} is not in this cluster", f"tasks are {have}")
     return {"cluster": cluster, "task": {"type": task_type, "index": index}}
+
+
+def check_task(shape: Shape, task_type: str, index: int) -> None:
+    if (task_type, index) not in tasks(shape):
+        have = ", ".join(f"{r}:{i}" for r, i in tasks(shape))
+        raise SpecError("--task", f"{task_type}:{index} is not in this cluster", f"tasks are {have}")
 
 
 def dumps(obj) -> str:

@@ -79,6 +79,7 @@ def test_tfconfig_offline():
     (["up", "--image", "bad image"], "--image: 'bad image' is not an image reference"),
     (["tfconfig", "m", "--workers", "2", "--task", "worker:2"], "worker:2 is not in this cluster"),
     (["tfconfig", "m", "--workers", "2", "--task", "boss:0"], "--task: 'boss:0' is not TYPE:INDEX"),
+    (["tfconfig", "m", "--workers", "2", "--task", "evaluator:0"], "evaluator:0 is not in this cluster"),
 ])
 def test_bad_input_is_one_clear_line_and_exit_2_before_any_cluster_access(args, message):
     result = runner.invoke(app, args)

@@ -22,6 +22,17 @@ def test_cluster_domain_and_port_are_applied():
     assert cluster["worker"] == ["a-worker-0.a-worker.ns.svc.cluster.local:3333"]
 
 
+def test_the_evaluator_gets_the_training_cluster_but_is_not_in_it():
+    shape = Shape(workers=2, ps=1, evaluator=True)
+    cluster = spec.cluster_spec("a", "ns", shape)
+    assert set(cluster) == {"worker", "ps"}
+    assert spec.tf_config(cluster, "evaluator", 0) == {"cluster": cluster, "task": {"type": "evaluator", "index": 0}}
+    assert ("evaluator", 0) in spec.tasks(shape)
+    spec.check_task(shape, "evaluator", 0)
+    with pytest.raises(SpecError, match="evaluator:0 is not in this cluster"):
+        spec.check_task(Shape(workers=2), "evaluator", 0)
+
+
 def test_roles_without_tasks_are_left_out():
     assert set(spec.cluster_spec("a", "ns", Shape(workers=3))) == {"worker"}
 

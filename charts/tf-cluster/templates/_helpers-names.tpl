@@ -55,7 +55,8 @@ a split cluster can be uninstalled alone. */}}
 {{/*
 The TF_CONFIG `cluster` object as compact JSON with sorted keys, byte-identical to
 tfhelm.spec.dumps(). Written out directly (not built with `append`) so 10,000
-workers render in linear time.
+workers render in linear time. The evaluator runs no server and stays out of it (as in
+TFJob): a coordinator or a collective would otherwise wait for it forever.
 */}}
 {{- define "tf-cluster.clusterJson" -}}
 {{- $name := include "tf-cluster.name" . -}}
@@ -63,7 +64,7 @@ workers render in linear time.
 {{- $counts := include "tf-cluster.counts" . | fromJson -}}
 {{- $first := true -}}
 {
-{{- range $role := list "chief" "evaluator" "ps" "worker" }}
+{{- range $role := list "chief" "ps" "worker" }}
 {{- $n := int (index $counts $role) }}
 {{- if $n }}
 {{- if not $first }},{{ end }}{{ $first = false -}}

@@ -1,0 +1,235 @@
+"""Entrypoint of every TensorFlow task that tfhelm starts, in a pod or on this machine.
+
+    python launcher.py server                 # PS tasks; workers driven by a chief (in-graph)
+    python launcher.py script PATH [ARGS...]  # workers (between-graph), chief, evaluator
+
+The chart mounts this very file from a ConfigMap (it lives in the chart, so the chart alone is
+complete, and tfhelm/launcher.py links to it) and `tfhelm run --local` runs it as a file too,
+so it must stay importable
+with the standard library alone: stock TensorFlow images have no tfhelm installed.
+TensorFlow is imported lazily, and only by `server` mode.
+
+TF_CONFIG normally comes inline in the environment. A cluster spec too large for one
+environment string (128 KiB on Linux; about 10,000 workers) comes instead from
+TFHELM_CLUSTER_SPEC_FILE plus TFHELM_TASK_TYPE / TFHELM_TASK_INDEX; the launcher composes
+TF_CONFIG from those and puts it into os.environ, so TensorFlow's cluster resolvers and the
+user's script find it where they always look. That is also why `script` mode runs the script
+in this process (runpy) instead of exec'ing it: a huge TF_CONFIG never passes through execve.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import runpy
+import signal
+import sys
+import threading
+
+USAGE = "usage: launcher.py server | launcher.py script PATH [ARGS...]"
+ROLES = ("chief", "worker", "ps", "evaluator")
+EXIT_USAGE = 2
+
+
+class LaunchError(Exception):
+    """The task's environment does not describe a task of a TF cluster."""
+
+
+def log(msg: str) -> None:
+    print(f"tfhelm-launcher: {msg}", file=sys.stderr, flush=True)
+
+
+def resolve_tf_config(environ=None) -> dict:
+    """This task's TF_CONFIG, from TF_CONFIG or else from the cluster spec file.
+
+    Returns the parsed TF_CONFIG and, when it had to be composed, stores it (canonical JSON)
+    in `environ` (default: os.environ) so every library in this process sees it.
+    """
+    env = os.environ if environ is None else environ
+    raw = env.get("TF_CONFIG", "").strip()
+    if raw:
+        try:
+            config = json.loads(raw)
+        except json.JSONDecodeError as e:
+            raise LaunchError(f"TF_CONFIG is not valid JSON: {e}") from None
+        _check(config, "TF_CONFIG")
+        return config
+
+    path = env.get("TFHELM_CLUSTER_SPEC_FILE", "")
+    if not path:
+        raise LaunchError("neither TF_CONFIG nor TFHELM_CLUSTER_SPEC_FILE is set")
+    try:
+        with open(path, encoding="utf-8") as f:
+            cluster = json.load(f)
+    except OSError as e:
+        raise LaunchError(f"cannot read the cluster spec {path}: {e.strerror}") from None
+    except json.JSONDecodeError as e:
+        raise LaunchError(f"the cluster spec {path} is not valid JSON: {e}") from None
+    task_type = env.get("TFHELM_TASK_TYPE", "")
+    index = env.get("TFHELM_TASK_INDEX", "")
+    if not task_type or not index.isdigit():
+        raise LaunchError("TF_CONFIG is not set, so TFHELM_TASK_TYPE and a numeric "
+                          f"TFHELM_TASK_INDEX are needed (got {task_type!r}, {index!r})")
+    config = {"cluster": cluster, "task": {"type": task_type, "index": int(index)}}
+    _check(config, f"the cluster spec {path} with TFHELM_TASK_TYPE/TFHELM_TASK_INDEX")
+    env["TF_CONFIG"] = json.dumps(config, sort_keys=True, separators=(",", ":"))
+    return config
+
+
+def _check(config, source: str) -> None:
+    if not isinstance(config, dict) or not isinstance(config.get("cluster"), dict):
+        raise LaunchError(f"{source}: no 'cluster' object")
+    cluster = config["cluster"]
+    for role, hosts in cluster.items():
+        if role not in ROLES:
+            raise LaunchError(f"{source}: unknown task type {role!r} in the cluster "
+                              f"(expected {', '.join(ROLES)})")
+        if not isinstance(hosts, list) or not all(isinstance(h, str) for h in hosts):
+            raise LaunchError(f"{source}: cluster[{role!r}] is not a list of host:port strings")
+    task = config.get("task")
+    if not isinstance(task, dict):
+        raise LaunchError(f"{source}: no 'task' object")
+    task_type, index = task.get("type"), task.get("index")
+    if not isinstance(index, int) or isinstance(index, bool):
+        raise LaunchError(f"{source}: task index {index!r} is not an integer")
+    if task_type == "evaluator" and "evaluator" not in cluster and index == 0:
+        return  # TensorFlow allows the evaluator outside the training cluster (TFJob does that)
+    if task_type not in cluster or not 0 <= index < len(cluster[task_type]):
+        have = ", ".join(f"{r}[{len(h)}]" for r, h in cluster.items())
+        raise LaunchError(f"{source}: task {task_type}:{index} is not in the cluster ({have})")
+
+
+def task_label(config: dict) -> str:
+    return f"{config['task']['type']}:{config['task']['index']}"
+
+
+def training_cluster(cluster: dict) -> dict:
+    """The cluster without the evaluator: it runs no server, so no task may wait for it."""
+    return {role: hosts for role, hosts in cluster.items() if role != "evaluator"}
+
+
+def serve(config: dict) -> int:
+    """Start this task's gRPC server and serve until SIGTERM/SIGINT.
+
+    `server.join()` never returns: a PS (or a worker driven by a chief) has no way to know
+    that training is over. Whoever decides that (the reaper in the cluster, `tfhelm run
+    --local` here) sends SIGTERM; the launcher then leaves at once with 128 + the signal
+    number (143), as a process killed by it would. Not 0 on purpose: a worker server pod
+    that is evicted mid-training must count as failed, so its Indexed Job brings the index
+    back (the coordinator re-adds the worker), not as a completed index that never returns.
+    The join runs in a daemon thread so the main thread can take the signal (Python runs
+    signal handlers only on the main thread, and not while it is blocked in C++).
+    """
+    # Report worker/PS failures to the coordinator instead of retrying forever (the
+    # documented setting for ParameterServerStrategy clusters).
+    os.environ.setdefault("GRPC_FAIL_FAST", "use_caller")
+    import tensorflow as tf  # noqa: PLC0415 - lazy on purpose: heavy, and only servers need it
+
+    resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
+    task_type, index = resolver.task_type, resolver.task_id
+    if task_type not in ("ps", "worker", "chief"):
+        raise LaunchError(f"a {task_type} task runs a script, not a server")
+    server = tf.distribute.Server(
+        training_cluster(resolver.cluster_spec().as_dict()),
+        job_name=task_type,
+        task_index=index,
+        protocol=resolver.rpc_layer or "grpc",
+        start=True,
+    )
+    address = config["cluster"][task_type][index]
+    log(f"{task_type}:{index} serving on {address} ({server.target}); "
+        "stops on SIGTERM")
+
+    stop = threading.Event()
+    received: list[int] = []
+
+    def on_signal(signum, _frame):
+        received.append(signum)
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    joiner = threading.Thread(target=server.join, name="tf-server-join", daemon=True)
+    joiner.start()
+    while not stop.wait(1.0):  # wake now and then so signals are handled promptly
+        if not joiner.is_alive():
+            log(f"{task_type}:{index} server stopped by itself")
+            return 1
+    log(f"{task_type}:{index} stopping on {signal.Signals(received[0]).name}")
+    # TensorFlow's gRPC server cannot be shut down cleanly; leave without running its
+    # destructors (which can block) - there is nothing to flush in a server task.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(128 + received[0])
+
+
+def run_script(path: str, args: list[str]) -> int:
+    """Run the user's script in this process as `__main__`; return its exit status."""
+    if not os.path.isfile(path):
+        raise LaunchError(f"script {path} does not exist")
+    sys.argv = [path, *args]
+    # Like `python path`: the script's directory comes first on sys.path.
+    sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
+    try:
+        runpy.run_path(path, run_name="__main__")
+    except SystemExit as e:
+        return _exit_status(e.code)
+    return 0
+
+
+def _exit_status(code) -> int:
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code
+    print(code, file=sys.stderr)  # what the interpreter does for sys.exit("message")
+    return 1
+
+
+def die_with_parent(environ=None) -> None:
+    """Under `tfhelm run --local`: get SIGTERM when tfhelm dies, even by SIGKILL (Linux).
+
+    TFHELM_PARENT_PID names the process that started us; if it is already gone (we were
+    reparented before prctl took effect), stop now. A no-op in pods, where it is unset.
+    """
+    env = os.environ if environ is None else environ
+    parent = env.pop("TFHELM_PARENT_PID", "")  # not for the script's own subprocesses
+    if not parent.isdigit() or not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+
+        pr_set_pdeathsig = 1
+        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, int(signal.SIGTERM))
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != int(parent):
+        log("the process that started this task is gone; stopping")
+        sys.exit(1)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if not argv or argv[0] in ("-h", "--help"):
+        print(USAGE, file=sys.stderr if not argv else sys.stdout)
+        return EXIT_USAGE if not argv else 0
+    mode, rest = argv[0], argv[1:]
+    if mode not in ("server", "script") or (mode == "script" and not rest) or (
+            mode == "server" and rest):
+        log(f"bad arguments {argv!r}; {USAGE}")
+        return EXIT_USAGE
+    die_with_parent()
+    try:
+        config = resolve_tf_config()
+        if mode == "server":
+            return serve(config)
+        log(f"{task_label(config)} running {rest[0]}"
+            + (f" with {' '.join(rest[1:])}" if rest[1:] else ""))
+        return run_script(rest[0], rest[1:])
+    except LaunchError as e:
+        log(f"error: {e}")
+        return EXIT_USAGE
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,142 @@
+"""The task launcher without TensorFlow: TF_CONFIG resolution, script mode, standalone use."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tfhelm import launcher, spec
+
+LAUNCHER = Path(launcher.__file__)
+
+
+def cluster(workers=2, ps=1, chief=False, evaluator=False):
+    return spec.cluster_spec("demo", "team-a", spec.Shape(workers, ps, chief, evaluator))
+
+
+def test_inline_tf_config_wins():
+    config = spec.tf_config(cluster(), "worker", 1)
+    env = {"TF_CONFIG": json.dumps(config), "TFHELM_TASK_TYPE": "ps", "TFHELM_TASK_INDEX": "0"}
+    assert launcher.resolve_tf_config(env) == config
+
+
+def test_composes_tf_config_from_the_spec_file(tmp_path):
+    c = cluster()
+    (tmp_path / "cluster.json").write_text(spec.dumps(c))
+    env = {"TFHELM_CLUSTER_SPEC_FILE": str(tmp_path / "cluster.json"),
+           "TFHELM_TASK_TYPE": "worker", "TFHELM_TASK_INDEX": "1"}
+    config = launcher.resolve_tf_config(env)
+    assert config == spec.tf_config(c, "worker", 1)
+    assert json.loads(env["TF_CONFIG"]) == config  # exported for the libraries in-process
+    assert env["TF_CONFIG"] == spec.dumps(config)
+
+
+@pytest.mark.parametrize("env, message", [
+    ({}, "neither TF_CONFIG nor TFHELM_CLUSTER_SPEC_FILE"),
+    ({"TF_CONFIG": "{nope"}, "not valid JSON"),
+    ({"TF_CONFIG": '{"cluster": {"worker": ["a:1"]}, "task": {"type": "worker", "index": 1}}'},
+     "worker:1 is not in the cluster"),
+    ({"TF_CONFIG": '{"cluster": {"master": ["a:1"]}, "task": {"type": "master", "index": 0}}'},
+     "unknown task type 'master'"),
+    ({"TF_CONFIG": '{"cluster": {"worker": ["a:1"]}, "task": {"type": "worker", "index": "0"}}'},
+     "not an integer"),
+    ({"TFHELM_CLUSTER_SPEC_FILE": "/nonexistent/cluster.json", "TFHELM_TASK_TYPE": "worker",
+      "TFHELM_TASK_INDEX": "0"}, "cannot read the cluster spec"),
+])
+def test_bad_environments_are_named(env, message):
+    with pytest.raises(launcher.LaunchError, match=message):
+        launcher.resolve_tf_config(dict(env))
+
+
+def test_evaluator_may_stand_outside_the_training_cluster():
+    config = {"cluster": cluster(), "task": {"type": "evaluator", "index": 0}}
+    assert launcher.resolve_tf_config({"TF_CONFIG": json.dumps(config)}) == config
+
+
+def test_training_cluster_drops_the_evaluator():
+    c = cluster(chief=True, evaluator=True)
+    assert set(launcher.training_cluster(c)) == {"chief", "worker", "ps"}
+
+
+def run_launcher(args, env, cwd=None, module=False):
+    cmd = [sys.executable, "-m", "tfhelm.launcher"] if module else [sys.executable, str(LAUNCHER)]
+    return subprocess.run([*cmd, *args], env=env, cwd=cwd, capture_output=True, text=True,
+                          timeout=60)
+
+
+def test_script_mode_from_a_huge_cluster_spec(tmp_path):
+    """10,000 workers: the spec is far over Linux's 128 KiB per environment string, so the
+    chart does not inline TF_CONFIG; the launcher composes it and runs the script in-process."""
+    c = cluster(workers=10_000, ps=4, chief=True)
+    (tmp_path / "cluster.json").write_text(spec.dumps(c))
+    assert len(spec.dumps(c)) > 128 * 1024
+    script = tmp_path / "train.py"
+    script.write_text(
+        "import json, os, sys\n"
+        "c = json.loads(os.environ['TF_CONFIG'])\n"
+        "print(json.dumps([len(os.environ['TF_CONFIG']), len(c['cluster']['worker']),"
+        " c['task'], sys.argv[1:], __name__]))\n"
+        "sys.exit(int(sys.argv[1]))\n")
+    env = {k: v for k, v in os.environ.items() if k != "TF_CONFIG"}
+    env.update(TFHELM_CLUSTER_SPEC_FILE=str(tmp_path / "cluster.json"),
+               TFHELM_TASK_TYPE="worker", TFHELM_TASK_INDEX="9999")
+    # Standalone file, no tfhelm on the path: what a stock TensorFlow image has.
+    done = run_launcher(["script", str(script), "7", "--flag"], env, cwd=tmp_path)
+    assert done.returncode == 7, done.stderr
+    size, workers, task, args, name = json.loads(done.stdout)
+    assert size > 128 * 1024 and workers == 10_000
+    assert task == {"type": "worker", "index": 9999}
+    assert args == ["7", "--flag"] and name == "__main__"
+
+
+def test_launcher_imports_only_the_standard_library():
+    """Stock TensorFlow images have no tfhelm and no third-party extras beyond TF."""
+    code = ("import sys, runpy; before = set(sys.modules); "
+            f"runpy.run_path({str(LAUNCHER)!r}, run_name='not_main'); "
+            "new = {m.split('.')[0] for m in set(sys.modules) - before}; "
+            "stdlib = set(sys.stdlib_module_names) | {'_io', 'encodings'}; "
+            "print(sorted(m for m in new if m not in stdlib and not m.startswith('_')))")
+    done = subprocess.run([sys.executable, "-I", "-c", code], capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("exit_stmt, code, stderr", [
+    ("pass", 0, ""),
+    ("sys.exit()", 0, ""),
+    ("sys.exit(4)", 4, ""),
+    ("sys.exit('bad input')", 1, "bad input"),
+    ("raise RuntimeError('boom')", 1, "RuntimeError: boom"),
+])
+def test_script_exit_status_propagates(tmp_path, exit_stmt, code, stderr):
+    script = tmp_path / "s.py"
+    script.write_text(f"import sys\n{exit_stmt}\n")
+    env = {**os.environ, "TF_CONFIG": spec.dumps(spec.tf_config(cluster(), "worker", 0))}
+    done = run_launcher(["script", str(script)], env, module=True)
+    assert done.returncode == code
+    assert stderr in done.stderr
+
+
+@pytest.mark.parametrize("args", [[], ["serve"], ["script"], ["server", "extra"]])
+def test_usage_errors_exit_2(args):
+    env = {**os.environ, "TF_CONFIG": spec.dumps(spec.tf_config(cluster(), "worker", 0))}
+    done = run_launcher(args, env)
+    assert done.returncode == 2
+    assert "usage" in done.stderr
+
+
+def test_bad_tf_config_is_one_clear_line(tmp_path):
+    script = tmp_path / "s.py"
+    script.write_text("print('never')\n")
+    env = {**os.environ, "TF_CONFIG": '{"cluster": {}, "task": {"type": "worker", "index": 0}}'}
+    done = run_launcher(["script", str(script)], env)
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        "tfhelm-launcher: error: TF_CONFIG: task worker:0 is not in the cluster ()"]
+    assert "never" not in done.stdout

@@ -1,0 +1,87 @@
+"""`tfhelm run --local`: the cluster's topology as processes on this machine.
+
+Registered by tfhelm/cli.py as `app.command("run")(run)`.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from tfhelm import localrun, spec
+from tfhelm.errors import SpecError, TfhelmError, exit_code
+
+err = Console(stderr=True)
+
+
+def default_name(script: Path) -> str:
+    """`examples/ps_in_graph.py` -> `ps-in-graph`: one run directory per script."""
+    name = re.sub(r"[^a-z0-9-]+", "-", script.stem.lower()).strip("-")
+    if not name or not name[0].isalpha():
+        name = "run-" + name
+    return name[: spec.MAX_NAME].rstrip("-")
+
+
+def run(
+    script: Path = typer.Argument(..., help="The training script (runs unchanged on the cluster).",
+                                  show_default=False),
+    script_args: Optional[list[str]] = typer.Argument(
+        None, help="Arguments for the script, after `--`.", show_default=False),
+    local: bool = typer.Option(False, "--local", help="Run the tasks as processes on this machine."),
+    workers: int = typer.Option(1, "--workers", "-w", help="Worker tasks."),
+    ps: int = typer.Option(0, "--ps", help="Parameter server tasks."),
+    chief: bool = typer.Option(False, "--chief/--no-chief", help="Add a chief task."),
+    evaluator: bool = typer.Option(False, "--evaluator/--no-evaluator", help="Add an evaluator task."),
+    in_graph: bool = typer.Option(False, "--in-graph/--between-graph",
+                                  help="in-graph: the chief runs the script, workers and PS only serve."),
+    name: Optional[str] = typer.Option(None, "--name",
+                                       help="Cluster name (default: from the script's file name)."),
+    directory: Optional[Path] = typer.Option(
+        None, "--dir", help="Run directory with data/ and log/ (default: ./.tfhelm/run/NAME)."),
+    fresh: bool = typer.Option(False, "--fresh",
+                               help="Delete the run's logs and checkpoints first (no resume)."),
+    grace: float = typer.Option(localrun.DEFAULT_GRACE, "--grace",
+                                help="Seconds other script tasks get to finish once training is done."),
+):
+    """Run a training script on the cluster topology, locally: one process per TF task.
+
+    Every task gets the TF_CONFIG the chart would give it, with hosts mapped to free ports on 127.0.0.1. PS (and in-graph workers) are stopped once training is done; the exit status is the training's. Ctrl-C stops every process it started.
+    """
+    try:
+        if not local:
+            raise SpecError("--local", "only local runs are supported by `tfhelm run`",
+                            "add --local, or use `tfhelm up --script ...` to run on Kubernetes")
+        if not script.is_file():
+            raise SpecError("SCRIPT", f"{script} is not a file")
+        shape = spec.Shape(workers=workers, ps=ps, chief=chief, evaluator=evaluator)
+        cluster_name = spec.validate_name(name or default_name(script))
+        tasks = localrun.plan(shape, cluster_name, in_graph)
+        root = directory or localrun.default_root(cluster_name)
+        if fresh and (root / "log").exists():
+            shutil.rmtree(root / "log")
+        err.print(f"[dim]•[/dim] local TF cluster [bold]{cluster_name}[/bold]: {workers} worker(s), "
+                  f"{ps} PS{', chief' if chief else ''}{', evaluator' if evaluator else ''}, "
+                  f"{'in-graph' if in_graph else 'between-graph'}; files in {escape(str(root))}",
+                  highlight=False, soft_wrap=True)
+        result = localrun.run(tasks, str(script), list(script_args or []),
+                              localrun.RunDirs(root), grace=grace)
+    except TfhelmError as e:
+        err.print(f"[red]error:[/red] {escape(str(e))}", highlight=False, soft_wrap=True)
+        raise typer.Exit(exit_code(e)) from None
+    if result.interrupted:
+        err.print("[yellow]interrupted:[/yellow] every task stopped", highlight=False, soft_wrap=True)
+    elif result.exit_code == 0:
+        err.print(f"[green]✓[/green] training finished; TensorBoard: "
+                  f"tensorboard --logdir {escape(str(root / 'log'))}", highlight=False,
+                  soft_wrap=True)
+    else:
+        failed = ", ".join(result.failed) or "a task"
+        err.print(f"[red]training failed:[/red] {failed} (exit status {result.exit_code})",
+                  highlight=False, soft_wrap=True)
+    raise typer.Exit(result.exit_code)

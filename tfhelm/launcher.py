@@ -1,0 +1,1 @@
+../charts/tf-cluster/files/launcher.py

@@ -184,13 +184,18 @@ def render(name: str = typer.Argument(..., help="Cluster name."),
 @app.command()
 @cli_errors
 def tfconfig(name: str = typer.Argument(..., help="Cluster name."),
-             task: str = typer.Option(..., "--task", "-t", help="TYPE:INDEX, e.g. worker:3."),
+             task: Optional[str] = typer.Option(None, "--task", "-t", help="TYPE:INDEX, e.g. worker:3."),
+             client: Optional[str] = typer.Option(
+                 None, "--client", help="HOST:PORT of an outside chief (e.g. a notebook) that "
+                 "drives an in-graph cluster: prints the chief's TF_CONFIG with that address."),
              namespace: Optional[str] = NamespaceOpt, workers: Optional[int] = WorkersOpt,
              ps: Optional[int] = PsOpt, chief: Optional[bool] = ChiefOpt,
              evaluator: Optional[bool] = EvalOpt, values_files: Optional[list[Path]] = ValuesOpt,
              sets: Optional[list[str]] = SetOpt):
     """The exact TF_CONFIG a task gets (offline with shape options, else from the release)."""
-    role, index = spec.parse_task(task)
+    if (task is None) == (client is None):
+        raise SpecError("--task", "give either --task TYPE:INDEX or --client HOST:PORT")
+    role, index = spec.parse_task(task) if task else ("chief", 0)
     ns = namespace or current_namespace()
     if any(x is not None for x in (workers, ps, chief, evaluator)) or values_files or sets:
         values = compute_values(_options(name, ns, workers, ps, chief, evaluator, None, None, None,
@@ -200,8 +205,11 @@ def tfconfig(name: str = typer.Argument(..., help="Cluster name."),
         if values is None:
             raise SpecError("NAME", f"no release '{name}' in namespace {ns}",
                             "pass the shape (--workers, --ps, -f ...) to compute it offline")
-    spec.check_task(shape_of(values), role, index)
     cluster = cluster_spec_of(values, ns, name)
+    if client:
+        cluster = spec.with_client(cluster, client)
+    else:
+        spec.check_task(shape_of(values), role, index)
     out.print(spec.dumps(spec.tf_config(cluster, role, index)), markup=False, highlight=False,
               soft_wrap=True)
 

@@ -263,10 +263,12 @@ class LocalCluster:
     # -- starting
     def start(self) -> None:
         self.dirs.make()
-        clusters = {spec.dumps(t.tf_config["cluster"]) for t in self.tasks}
-        if len(clusters) != 1:
+        clusters = [spec.dumps(t.tf_config["cluster"]) for t in self.tasks]
+        # An outside chief (a notebook) sees itself in the cluster, the servers don't: fine
+        # while TF_CONFIG is inline; the spec file can only hold one cluster.
+        if len(set(clusters)) != 1 and not self.inline_tf_config:
             raise LocalRunError("tasks disagree on the cluster spec")
-        self.dirs.cluster_file.write_text(clusters.pop() + "\n")
+        self.dirs.cluster_file.write_text(clusters[0] + "\n")
         for task in self.tasks:
             self.start_task(task)
 

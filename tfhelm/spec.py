@@ -100,6 +100,17 @@ def check_task(shape: Shape, task_type: str, index: int) -> None:
         raise SpecError("--task", f"{task_type}:{index} is not in this cluster", f"tasks are {have}")
 
 
+def with_client(cluster: dict[str, list[str]], address: str) -> dict[str, list[str]]:
+    """The cluster as an outside chief sees it (in-graph, driven from a notebook): itself
+    as chief:0. The workers' and PS' TF_CONFIG need not list it: they never call the chief."""
+    if "chief" in cluster:
+        raise SpecError("--client", "this cluster has its own chief Job",
+                        "install it without --chief to drive it from outside")
+    if not re.fullmatch(r"[A-Za-z0-9.\-]+:\d{1,5}", address):
+        raise SpecError("--client", f"'{address}' is not HOST:PORT", "e.g. 10.1.2.3:2222")
+    return {"chief": [address], **cluster}
+
+
 def dumps(obj) -> str:
     """Canonical JSON, byte-identical to Helm's `toJson` (sorted keys, compact)."""
     return json.dumps(obj, sort_keys=True, separators=(",", ":"))

@@ -67,6 +67,15 @@ def test_tfconfig_offline():
     assert json.loads(result.stdout)["task"] == {"type": "worker", "index": 2}
 
 
+def test_tfconfig_for_a_notebook_driving_an_in_graph_cluster():
+    result = runner.invoke(app, ["tfconfig", "m", "-n", "u", "--workers", "2", "--ps", "1",
+                                 "--set", "mode=in-graph", "--client", "10.0.0.7:2222"])
+    config = json.loads(result.stdout)
+    assert config["task"] == {"type": "chief", "index": 0}
+    assert config["cluster"]["chief"] == ["10.0.0.7:2222"]
+    assert config["cluster"]["worker"] == ["m-worker-0.m-worker.u.svc:2222", "m-worker-1.m-worker.u.svc:2222"]
+
+
 @pytest.mark.parametrize("args,message", [
     (["up", "--workers", "0", "--dry-run"], "--workers: must be at least 1"),
     (["up", "--workers", "-1", "--dry-run"], "--workers: must be at least 1"),
@@ -80,6 +89,9 @@ def test_tfconfig_offline():
     (["tfconfig", "m", "--workers", "2", "--task", "worker:2"], "worker:2 is not in this cluster"),
     (["tfconfig", "m", "--workers", "2", "--task", "boss:0"], "--task: 'boss:0' is not TYPE:INDEX"),
     (["tfconfig", "m", "--workers", "2", "--task", "evaluator:0"], "evaluator:0 is not in this cluster"),
+    (["tfconfig", "m", "--workers", "2"], "give either --task TYPE:INDEX or --client HOST:PORT"),
+    (["tfconfig", "m", "--workers", "2", "--chief", "--client", "h:1"], "has its own chief Job"),
+    (["tfconfig", "m", "--workers", "2", "--client", "nohost"], "'nohost' is not HOST:PORT"),
 ])
 def test_bad_input_is_one_clear_line_and_exit_2_before_any_cluster_access(args, message):
     result = runner.invoke(app, args)

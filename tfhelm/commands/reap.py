@@ -1,0 +1,98 @@
+"""`tfhelm reap NAME`: wait until a cluster's training is done, then remove its parameter
+servers (the in-cluster reaper runs this same command with `--forever`). Thin: the
+decisions are tfhelm.reaper's; this module only reads options and prints."""
+
+from __future__ import annotations
+
+import sys
+from datetime import datetime
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from tfhelm.errors import SpecError
+from tfhelm.kube import Kube, current_namespace
+from tfhelm.reaper import KEEP, KubeReapClient, ReapConfig, Reaper, Result
+
+
+def run_reaper(kube: Kube, namespace: str, name: str | None, config: ReapConfig, console: Console,
+               *, forever: bool = False, helm=None) -> Result | None:
+    """Reap one cluster (or, with name None, every cluster of the namespace, forever).
+    Decisions are printed as lines; the wait shows as a spinner on a terminal."""
+    kube.ping()
+    client = KubeReapClient(kube, helm)
+    interactive = console.is_terminal
+
+    def line(text: str) -> None:
+        stamp = datetime.now().strftime("%H:%M:%S")
+        console.print(f"[dim]{stamp}[/dim] {escape(text)}", highlight=False, soft_wrap=True)
+
+    if not interactive:
+        return Reaper(client, namespace, name, config, forever=forever, log_line=line).run()
+    with console.status(f"watching {namespace}/{name or '*'}") as spinner:
+        def on_status(cluster: str, text: str) -> None:
+            spinner.update(escape(f"{namespace}/{cluster}: {text}"))
+        return Reaper(client, namespace, name, config, forever=forever, log_line=line,
+                      on_status=on_status).run()
+
+
+def summarize(result: Result, namespace: str, console: Console) -> int:
+    """The closing line; returns the exit code (1 when training failed)."""
+    where = f"{namespace}/{result.cluster}"
+    if result.action == KEEP:
+        console.print(f"[yellow]kept[/yellow] {escape(where)}: {escape(result.message)}",
+                      highlight=False, soft_wrap=True)
+    else:
+        colour = "green" if result.outcome == "Complete" else "yellow"
+        console.print(f"[{colour}]✓[/{colour}] reaped {escape(where)}: "
+                      f"{escape('; '.join(result.removed) or 'parameter servers already gone')}"
+                      + ("" if result.outcome == "Complete" else " (training failed)"),
+                      highlight=False, soft_wrap=True)
+    return 0 if result.outcome == "Complete" else 1
+
+
+def reap(name: Optional[str] = typer.Argument(None, help="Cluster name (or --all).", show_default=False),
+         namespace: Optional[str] = typer.Option(None, "--namespace", "-n",
+                                                 help="Namespace (default: the kubeconfig's)."),
+         grace: int = typer.Option(30, "--grace", help="Seconds between training done and PS removal."),
+         completion: str = typer.Option("auto", "--completion",
+                                        help="When training is done: auto (the chief if there is one, "
+                                             "else all workers), all-workers, chief, worker-0."),
+         on_failure: str = typer.Option("keep", "--on-failure",
+                                        help="If training failed: keep the PS for debugging, or reap."),
+         all_clusters: bool = typer.Option(False, "--all",
+                                           help="Every cluster in the namespace, with one watch; "
+                                                "runs until stopped."),
+         forever: bool = typer.Option(False, "--forever",
+                                      help="Keep watching after the reap (re-runs are reaped too)."),
+         delete_directly: bool = typer.Option(
+             False, "--delete-directly",
+             help="Delete the PS Deployments and Services instead of uninstalling the NAME-ps "
+                  "release (clusters installed as one release).")):
+    """Remove a cluster's parameter servers once training is done; PVCs and Jobs stay.
+
+    Exit code 1 when training failed (the PS are kept unless --on-failure reap)."""
+    from tfhelm.cli import cli_errors, err  # here: tfhelm.cli imports this module
+
+    @cli_errors
+    def run() -> None:
+        if bool(name) == all_clusters:
+            raise SpecError("NAME", "give a cluster name or --all, not both" if name
+                            else "missing cluster name", "e.g. tfhelm reap mnist -n team-a")
+        if name:
+            from tfhelm import spec
+
+            spec.validate_name(name, field="NAME")
+        config = ReapConfig(grace, completion, on_failure, delete_directly).validate()
+        ns = namespace or current_namespace()
+        result = run_reaper(Kube(), ns, name, config, err, forever=forever or all_clusters)
+        if result is not None and summarize(result, ns, err):
+            raise typer.Exit(1)
+
+    try:
+        run()
+    except KeyboardInterrupt:  # the PS stay; running `tfhelm reap` again picks up from here
+        err.print("interrupted: nothing was removed that was not reported above")
+        sys.exit(130)

@@ -1,8 +1,8 @@
 # The tfhelm image: the `tfhelm` CLI and Helm 4, nothing else (training pods use their own
 # TensorFlow images). The tf-cluster chart's in-cluster reaper runs it (`reaper.image`,
-# default `tfhelm/tfhelm:<chart appVersion>`):
+# default `tfhelm/tfhelm:<chart version>`):
 #
-#   docker build -t tfhelm/tfhelm:2.21.0 .
+#   docker build -t tfhelm/tfhelm:0.1.0 .
 #
 ARG GO_VERSION=1.26
 ARG PYTHON_VERSION=3.12

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from tfhelm.kube import ClusterObjects
+from tfhelm.spec import ROLES
 
 COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
 # The reaper's completion conditions (`tfhelm reap --completion`, chart `reaper.completion`).
@@ -44,10 +45,13 @@ class JobRow:
 
 
 def task_rows(objs: ClusterObjects) -> list[TaskRow]:
+    """One row per TF task's pod (the in-cluster reaper's pod is not a task)."""
     rows = []
     for pod in objs.pods:
         labels, ann = pod.metadata.labels or {}, pod.metadata.annotations or {}
         role = labels.get("tfhelm.io/role", "?")
+        if role not in ROLES:
+            continue
         index = labels.get("tfhelm.io/task-index", ann.get(COMPLETION_INDEX, "?"))
         restarts = sum(c.restart_count for c in (pod.status.container_statuses or []))
         phase = "Terminating" if pod.metadata.deletion_timestamp else pod.status.phase

@@ -72,7 +72,7 @@ def test_deployment_runs_tfhelm_reap_restricted_with_its_own_token():
     assert c["command"] == ["tfhelm"] and c["args"] == [
         "reap", "mnist", "--namespace=team-a", "--grace=5", "--completion=chief", "--on-failure=reap",
         "--forever"]
-    assert c["image"] == "tfhelm/tfhelm:2.21.0", "tag defaults to the chart's appVersion"
+    assert c["image"] == "tfhelm/tfhelm:0.1.0", "tag defaults to the chart's version (tfhelm's)"
     assert pod["serviceAccountName"] == "mnist-reaper" and pod["automountServiceAccountToken"] is True
     (sa,) = by_kind(m, "ServiceAccount")
     assert sa["automountServiceAccountToken"] is False, "only the reaper's pod mounts the token"
@@ -87,9 +87,9 @@ def test_deployment_runs_tfhelm_reap_restricted_with_its_own_token():
 
 
 def test_image_override():
-    m = render({"reaper": {"enabled": True, "image": {"repository": "mirror.local/tfhelm", "tag": "0.1.0"}}})
+    m = render({"reaper": {"enabled": True, "image": {"repository": "myorg/tfhelm", "tag": "0.1.0"}}})
     (dep,) = [d for d in by_kind(m, "Deployment") if d["metadata"]["name"] == "mnist-reaper"]
-    assert dep["spec"]["template"]["spec"]["containers"][0]["image"] == "mirror.local/tfhelm:0.1.0"
+    assert dep["spec"]["template"]["spec"]["containers"][0]["image"] == "myorg/tfhelm:0.1.0"
 
 
 @pytest.mark.parametrize("values,message", [

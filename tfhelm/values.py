@@ -128,7 +128,7 @@ def cluster_spec_of(values: dict, namespace: str, release: str) -> dict[str, lis
 
 # --- --set parsing: the subset of Helm's strvals that people use ---------------------
 
-_KEY = re.compile(r"([A-Za-z0-9_\-]+)(?:\[(\d+)\])?")
+_KEY = re.compile(r"([A-Za-z0-9_\-./]+?)(?:\[(\d+)\])?")
 
 
 def parse_set(expr: str) -> dict:
@@ -138,15 +138,16 @@ def parse_set(expr: str) -> dict:
         key, eq, raw = part.partition("=")
         if not eq or not key:
             raise SpecError("--set", f"'{part}' is not KEY=VALUE", "e.g. --set worker.replicas=4")
-        _assign(out, key.split("."), _typed(raw), part)
+        path = [seg.replace("\\.", ".") for seg in re.split(r"(?<!\\)\.", key)]  # `a\.b` is one key
+        _assign(out, path, _typed(raw), part)
     return out
 
 
 def _split_commas(expr: str) -> list[str]:
     parts, cur, escaped = [], "", False
     for ch in expr:
-        if escaped:
-            cur, escaped = cur + ch, False
+        if escaped:  # `\,` is a comma in a value; other escapes (`\.` in keys) stay
+            cur, escaped = cur + (ch if ch == "," else "\\" + ch), False
         elif ch == "\\":
             escaped = True
         elif ch == ",":

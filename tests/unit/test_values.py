@@ -48,6 +48,11 @@ def test_parse_set_types_and_lists():
         "a": {"b": 1}, "c": True, "d": None, "e": "x,y", "f": [None, {"g": 2}]}
 
 
+def test_parse_set_escaped_dots_stay_in_the_key():
+    assert parse_set(r"worker.podAnnotations.tfhelm\.io/x=1") == {
+        "worker": {"podAnnotations": {"tfhelm.io/x": 1}}}
+
+
 def test_parse_set_keeps_strings_that_look_like_versions():
     assert parse_set("image.tag=2.21.0,x=007") == {"image": {"tag": "2.21.0"}, "x": "007"}
 

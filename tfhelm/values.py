@@ -94,8 +94,12 @@ def split_image(ref: str) -> dict:
     return {"repository": repo, "tag": tag}
 
 
+INLINE_MAX_BYTES = 768 * 1024  # a ConfigMap holds 1 MiB; leave room for the rest of the release
+
+
 def script_values(script: str, local_root: Path | None = None) -> dict:
-    """--script: an http(s) URL, a local file (shipped in the release), or a path in the image."""
+    """--script: an http(s) URL, a local file (shipped in the release with the .py files
+    beside it), or a path in the image."""
     parsed = urlparse(script)
     if parsed.scheme in ("http", "https"):
         if not parsed.netloc or not Path(parsed.path).name:
@@ -106,7 +110,14 @@ def script_values(script: str, local_root: Path | None = None) -> dict:
                         "serve the script over http(s), give a local file, or a path inside the image")
     local = (local_root or Path.cwd()) / script
     if local.is_file():
-        return {"source": "inline", "script": local.name, "inline": local.read_text()}
+        # The .py files beside it go along: the modules a script imports usually sit there.
+        extra = {p.name: p.read_text() for p in sorted(local.parent.glob("*.py")) if p != local}
+        size = len(local.read_bytes()) + sum(len(t.encode()) for t in extra.values())
+        if size > INLINE_MAX_BYTES:
+            raise SpecError("--script", f"{local.parent} holds {size} bytes of .py files, over the "
+                            f"{INLINE_MAX_BYTES} that fit in a ConfigMap",
+                            "serve the code over http(s) or bake it into the image")
+        return {"source": "inline", "script": local.name, "inline": local.read_text(), "extraFiles": extra}
     if script.startswith("/"):
         return {"source": "image", "script": script}
     raise SpecError("--script", f"'{script}' is not a local file",

@@ -160,9 +160,10 @@ def test_code_from_url_is_fetched_by_an_init_container_with_checksum():
 def test_code_from_a_configmap_or_inline():
     pod = pod_specs(render({"code": {"source": "configMap", "configMap": "my-code", "script": "t.py"}}))
     assert {"name": "code", "configMap": {"name": "my-code"}} in pod["mnist-worker"]["volumes"]
-    m = render({"code": {"source": "inline", "inline": "print(1)\n", "script": "t.py"}})
+    m = render({"code": {"source": "inline", "inline": "import util\n", "script": "t.py",
+                         "extraFiles": {"util.py": "X = 1\n"}}})
     code = next(c for c in by_kind(m, "ConfigMap") if c["metadata"]["name"] == "mnist-code")
-    assert code["data"] == {"t.py": "print(1)\n"}
+    assert code["data"] == {"t.py": "import util\n", "util.py": "X = 1\n"}
 
 
 def test_storage_existing_claims_and_keep_policy():

@@ -1,4 +1,4 @@
-"""The examples as files: self-contained, sharing one boilerplate block, no TF at import."""
+"""The examples as files: each with only tfhelm_example.py beside it, no TF at import."""
 
 from __future__ import annotations
 
@@ -10,29 +10,27 @@ import pytest
 from .helpers import EXAMPLES
 
 SCRIPTS = ["ps_between_graph.py", "ps_in_graph.py", "collective.py"]
-BEGIN = "# ==== tfhelm example boilerplate"
-END = "# ==== end of the boilerplate"
+SHARED = "tfhelm_example.py"
 
 
-def boilerplate(name: str) -> str:
-    text = (EXAMPLES / name).read_text()
-    assert text.count(BEGIN) == 1 and text.count(END) == 1, name
-    return text[text.index(BEGIN):text.index(END)]
-
-
-def test_boilerplate_is_identical_in_every_example():
-    first = boilerplate(SCRIPTS[0])
-    for name in SCRIPTS[1:]:
-        assert boilerplate(name) == first, f"{name}: copy the boilerplate from {SCRIPTS[0]}"
+def test_what_the_examples_share_lives_once():
+    shared = (EXAMPLES / SHARED).read_text()
+    assert "class Env" in shared and "def make_dataset" in shared
+    for name in SCRIPTS:
+        text = (EXAMPLES / name).read_text()
+        assert "from tfhelm_example import" in text
+        assert "class Env" not in text and "def make_dataset" not in text, name
 
 
 @pytest.mark.parametrize("name", SCRIPTS)
-def test_self_contained_and_help_needs_no_tensorflow(name, tmp_path):
-    """Run from an empty directory, as a downloaded single file would be: no sibling
-    modules, and --help must not even import TensorFlow."""
+def test_runs_with_only_the_shared_module_and_help_needs_no_tensorflow(name, tmp_path):
+    """Run from a directory holding just the script and tfhelm_example.py (what
+    `tfhelm up --script` ships), as the launcher runs it: --help must not import TensorFlow."""
     script = tmp_path / name
     script.write_text((EXAMPLES / name).read_text())
-    code = ("import runpy, sys; sys.argv = [sys.argv[1], '--help']\n"
+    (tmp_path / SHARED).write_text((EXAMPLES / SHARED).read_text())
+    code = ("import os, runpy, sys; sys.argv = [sys.argv[1], '--help']\n"
+            "sys.path.insert(0, os.path.dirname(sys.argv[0]))  # as the launcher does\n"
             "try:\n    runpy.run_path(sys.argv[0], run_name='__main__')\n"
             "except SystemExit as e:\n    assert e.code == 0, e.code\n"
             "assert 'tensorflow' not in sys.modules\n")

@@ -178,10 +178,11 @@ def test_tf_config_through_the_spec_file_only(fake, tmp_path):
 
 def test_sigint_stops_every_process(fake, tmp_path):
     pids = []
+    before = set(children(os.getpid()))  # e.g. the cluster tier's control plane
 
     def interrupt():
         time.sleep(1.0)
-        pids.extend(children(os.getpid()))
+        pids.extend(set(children(os.getpid())) - before)
         os.kill(os.getpid(), signal.SIGINT)
 
     threading.Thread(target=interrupt, daemon=True).start()

@@ -95,10 +95,15 @@ def test_fresh_forgets_logs_and_checkpoints_and_exit_status_is_the_trainings(tmp
     (tmp_path / "data").mkdir()
     (tmp_path / "data" / "keep").write_text("data stays")
     script = tmp_path / "train.py"
-    script.write_text("import os, sys\n"
+    # Worker 1 fails only once worker 0 has printed: its failure stops worker 0.
+    script.write_text("import os, pathlib, sys, time\n"
                       "ckpt = os.environ['TFHELM_CHECKPOINT_DIR']\n"
-                      "print('checkpoints:', sorted(os.listdir(ckpt)))\n"
-                      "sys.exit(int(os.environ['TFHELM_TASK_INDEX']) + int(sys.argv[1]))\n")
+                      "print('checkpoints:', sorted(os.listdir(ckpt)), flush=True)\n"
+                      "i = int(os.environ['TFHELM_TASK_INDEX'])\n"
+                      "said = pathlib.Path(os.environ['TFHELM_DATA_DIR'], 'worker-0-said')\n"
+                      "if i == 0: said.touch()\n"
+                      "while i and sys.argv[1] == '0' and not said.exists(): time.sleep(0.05)\n"
+                      "sys.exit(i + int(sys.argv[1]))\n")
     result = invoke("--local", "--workers", "2", "--fresh", "--dir", str(tmp_path), str(script),
                     "--", "0")
     assert result.output.count("checkpoints: []") == 2

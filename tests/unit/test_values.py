@@ -70,10 +70,20 @@ def test_split_image(ref, expected):
 def test_script_url_local_file_and_image_path(tmp_path):
     assert script_values("https://files.team-a/train.py") == {
         "source": "url", "url": "https://files.team-a/train.py", "script": "train.py"}
-    (tmp_path / "train.py").write_text("print('hi')\n")
+    (tmp_path / "train.py").write_text("import util\n")
+    (tmp_path / "util.py").write_text("X = 1\n")
+    (tmp_path / "notes.txt").write_text("not code\n")
     assert script_values("train.py", tmp_path) == {
-        "source": "inline", "script": "train.py", "inline": "print('hi')\n"}
+        "source": "inline", "script": "train.py", "inline": "import util\n",
+        "extraFiles": {"util.py": "X = 1\n"}}
     assert script_values("/app/train.py", tmp_path) == {"source": "image", "script": "/app/train.py"}
+
+
+def test_too_much_local_code_is_refused(tmp_path):
+    (tmp_path / "train.py").write_text("pass\n")
+    (tmp_path / "big.py").write_text("#" * (800 * 1024))
+    with pytest.raises(SpecError, match="over the .* that fit in a ConfigMap"):
+        script_values("train.py", tmp_path)
 
 
 @pytest.mark.parametrize("script,problem", [

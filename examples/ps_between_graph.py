@@ -31,7 +31,7 @@ import sys
 import time
 
 from tfhelm_example import (Env, parse_args, should_crash, crash, log, Metrics,
-                            ensure_dataset, make_dataset, loss_fn, scalar, FEATURES, HIDDEN)
+                            ensure_dataset, make_dataset, loss_fn, FEATURES, HIDDEN)
 
 
 def main(argv=None) -> int:

@@ -52,7 +52,7 @@ def compute_values(opts: ClusterOptions) -> dict:
     values = deep_merge(values, _option_values(opts))
     values["clusterName"] = opts.name
     values.pop("components", None)
-    shape = shape_of(values).validate()
+    shape_of(values).validate()
     spec.validate_name(opts.name)
     return values
 

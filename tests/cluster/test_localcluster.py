@@ -133,7 +133,7 @@ def test_deployment_pods_keep_running_and_delete(api_client, core, namespace):
             replicas=1, selector=client.V1LabelSelector(match_labels=labels),
             template=client.V1PodTemplateSpec(metadata=client.V1ObjectMeta(labels=labels),
                                               spec=pod_spec(restart_policy="Always")))))
-    wait_for(lambda: (d := apps.read_namespaced_deployment("ps", namespace)).status.ready_replicas,
+    wait_for(lambda: apps.read_namespaced_deployment("ps", namespace).status.ready_replicas,
              60, what="deployment ps ready")
     pod = core.list_namespaced_pod(namespace, label_selector="app=ps").items[0]
     apps.delete_namespaced_deployment("ps", namespace)

@@ -59,6 +59,7 @@ demo: install testenv ## The main job on the embedded local cluster: 8 workers, 
 	$(VENV)/bin/tfhelm status demo -n demo; \
 	echo; echo "The local cluster keeps running. Explore it with kubectl and tfhelm:"; \
 	echo "  export KUBECONFIG=$$KUBECONFIG"; echo "  tfhelm status demo -n demo"; \
+	echo "  tfhelm reap demo -n demo --grace 0   # remove the parameter servers now that training is done"; \
 	echo "Stop it with: make cluster-down"
 
 clean: ## Stop the local cluster, remove build outputs (the per-user binary cache stays)

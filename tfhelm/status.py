@@ -132,7 +132,7 @@ def ps_state(objs: ClusterObjects) -> str:
     if not ps:
         return "no parameter servers (none configured, or reaped)"
     ready = sum(d.status.ready_replicas or 0 for d in ps)
-    return f"{len(ps)} parameter server(s), {ready} ready: they run until reaped (`tfhelm down`)"
+    return f"{len(ps)} parameter server(s), {ready} ready: they run until reaped (`tfhelm reap`, or `tfhelm down`)"
 
 
 def reaper_lines(events: list) -> list[str]:

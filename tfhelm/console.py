@@ -6,6 +6,7 @@ import functools
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from tfhelm.errors import TfhelmError, exit_code
 
@@ -20,6 +21,6 @@ def cli_errors(fn):
         try:
             return fn(*args, **kwargs)
         except TfhelmError as e:
-            err.print(f"[red]error:[/red] {e}", markup=True, highlight=False, soft_wrap=True)
+            err.print(f"[red]error:[/red] {escape(str(e))}", highlight=False, soft_wrap=True)
             raise typer.Exit(exit_code(e)) from None
     return wrapper

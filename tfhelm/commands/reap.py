@@ -12,6 +12,8 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from tfhelm.console import cli_errors, err
+from tfhelm import spec
 from tfhelm.errors import SpecError
 from tfhelm.kube import Kube, current_namespace
 from tfhelm.reaper import KEEP, KubeReapClient, ReapConfig, Reaper, Result
@@ -53,6 +55,7 @@ def summarize(result: Result, namespace: str, console: Console) -> int:
     return 0 if result.outcome == "Complete" else 1
 
 
+@cli_errors
 def reap(name: Optional[str] = typer.Argument(None, help="Cluster name (or --all).", show_default=False),
          namespace: Optional[str] = typer.Option(None, "--namespace", "-n",
                                                  help="Namespace (default: the kubeconfig's)."),
@@ -74,25 +77,17 @@ def reap(name: Optional[str] = typer.Argument(None, help="Cluster name (or --all
     """Remove a cluster's parameter servers once training is done; PVCs and Jobs stay.
 
     Exit code 1 when training failed (the PS are kept unless --on-failure reap)."""
-    from tfhelm.cli import cli_errors, err  # here: tfhelm.cli imports this module
-
-    @cli_errors
-    def run() -> None:
-        if bool(name) == all_clusters:
-            raise SpecError("NAME", "give a cluster name or --all, not both" if name
-                            else "missing cluster name", "e.g. tfhelm reap mnist -n team-a")
-        if name:
-            from tfhelm import spec
-
-            spec.validate_name(name, field="NAME")
-        config = ReapConfig(grace, completion, on_failure, delete_directly).validate()
-        ns = namespace or current_namespace()
-        result = run_reaper(Kube(), ns, name, config, err, forever=forever or all_clusters)
-        if result is not None and summarize(result, ns, err):
-            raise typer.Exit(1)
-
+    if bool(name) == all_clusters:
+        raise SpecError("NAME", "give a cluster name or --all, not both" if name
+                        else "missing cluster name", "e.g. tfhelm reap mnist -n team-a")
+    if name:
+        spec.validate_name(name, field="NAME")
+    config = ReapConfig(grace, completion, on_failure, delete_directly).validate()
+    ns = namespace or current_namespace()
     try:
-        run()
+        result = run_reaper(Kube(), ns, name, config, err, forever=forever or all_clusters)
     except KeyboardInterrupt:  # the PS stay; running `tfhelm reap` again picks up from here
         err.print("interrupted: nothing was removed that was not reported above")
         sys.exit(130)
+    if result is not None and summarize(result, ns, err):
+        raise typer.Exit(1)

@@ -11,13 +11,11 @@ from pathlib import Path
 from typing import Optional
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 
 from tfhelm import localrun, spec
-from tfhelm.errors import SpecError, TfhelmError, exit_code
-
-err = Console(stderr=True)
+from tfhelm.console import cli_errors, err
+from tfhelm.errors import SpecError
 
 
 def default_name(script: Path) -> str:
@@ -28,6 +26,7 @@ def default_name(script: Path) -> str:
     return name[: spec.MAX_NAME].rstrip("-")
 
 
+@cli_errors
 def run(
     script: Path = typer.Argument(..., help="The training script (runs unchanged on the cluster).",
                                   show_default=False),
@@ -53,27 +52,23 @@ def run(
 
     Every task gets the TF_CONFIG the chart would give it, with hosts mapped to free ports on 127.0.0.1. PS (and in-graph workers) are stopped once training is done; the exit status is the training's. Ctrl-C stops every process it started.
     """
-    try:
-        if not local:
-            raise SpecError("--local", "only local runs are supported by `tfhelm run`",
-                            "add --local, or use `tfhelm up --script ...` to run on Kubernetes")
-        if not script.is_file():
-            raise SpecError("SCRIPT", f"{script} is not a file")
-        shape = spec.Shape(workers=workers, ps=ps, chief=chief, evaluator=evaluator)
-        cluster_name = spec.validate_name(name or default_name(script))
-        tasks = localrun.plan(shape, cluster_name, in_graph)
-        root = directory or localrun.default_root(cluster_name)
-        if fresh and (root / "log").exists():
-            shutil.rmtree(root / "log")
-        err.print(f"[dim]•[/dim] local TF cluster [bold]{cluster_name}[/bold]: {workers} worker(s), "
-                  f"{ps} PS{', chief' if chief else ''}{', evaluator' if evaluator else ''}, "
-                  f"{'in-graph' if in_graph else 'between-graph'}; files in {escape(str(root))}",
-                  highlight=False, soft_wrap=True)
-        result = localrun.run(tasks, str(script), list(script_args or []),
-                              localrun.RunDirs(root), grace=grace)
-    except TfhelmError as e:
-        err.print(f"[red]error:[/red] {escape(str(e))}", highlight=False, soft_wrap=True)
-        raise typer.Exit(exit_code(e)) from None
+    if not local:
+        raise SpecError("--local", "only local runs are supported by `tfhelm run`",
+                        "add --local, or use `tfhelm up --script ...` to run on Kubernetes")
+    if not script.is_file():
+        raise SpecError("SCRIPT", f"{script} is not a file")
+    shape = spec.Shape(workers=workers, ps=ps, chief=chief, evaluator=evaluator)
+    cluster_name = spec.validate_name(name or default_name(script))
+    tasks = localrun.plan(shape, cluster_name, in_graph)
+    root = directory or localrun.default_root(cluster_name)
+    if fresh and (root / "log").exists():
+        shutil.rmtree(root / "log")
+    err.print(f"[dim]•[/dim] local TF cluster [bold]{cluster_name}[/bold]: {workers} worker(s), "
+              f"{ps} PS{', chief' if chief else ''}{', evaluator' if evaluator else ''}, "
+              f"{'in-graph' if in_graph else 'between-graph'}; files in {escape(str(root))}",
+              highlight=False, soft_wrap=True)
+    result = localrun.run(tasks, str(script), list(script_args or []),
+                          localrun.RunDirs(root), grace=grace)
     if result.interrupted:
         err.print("[yellow]interrupted:[/yellow] every task stopped", highlight=False, soft_wrap=True)
     elif result.exit_code == 0:

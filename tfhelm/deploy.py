@@ -66,19 +66,19 @@ async def up(p: Plan, helm: Helm, kube: Kube, notify: Notify = lambda _: None) -
     await render(p, helm)
     kube.ping()
     kube.ensure_namespace(p.namespace)
+    installed = await helm.charts(p.namespace)
     for r in p.releases:
-        chart = await helm.chart_of(r.name, p.namespace)
-        if chart not in (None, "tf-cluster"):
-            raise SpecError("--name", f"release {p.namespace}/{r.name} exists and holds chart {chart}",
-                            "choose another name")
-    if await helm.exists(p.name, p.namespace):
+        if installed.get(r.name, "tf-cluster") != "tf-cluster":
+            raise SpecError("--name", f"release {p.namespace}/{r.name} exists and holds chart "
+                            f"{installed[r.name]}", "choose another name")
+    if p.name in installed:
         replaced = kube.delete_jobs(p.namespace, p.name)
         if replaced:
             notify(f"replacing Jobs {', '.join(replaced)} (a Job's pod template cannot change in place)")
     created: list[str] = []
     try:
         for r in p.releases:
-            existed = await helm.exists(r.name, p.namespace)
+            existed = r.name in installed
             notify(f"{'upgrading' if existed else 'installing'} release {p.namespace}/{r.name}")
             await helm.install_or_upgrade(r.name, r.values, p.namespace)
             if not existed:

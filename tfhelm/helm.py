@@ -97,13 +97,10 @@ class Helm:
                 return None
             raise ReleaseError(namespace, release, "read", helm_message(err)) from err
 
-    async def exists(self, release: str, namespace: str) -> bool:
-        return await self.get_values(release, namespace) is not None
-
-    async def chart_of(self, release: str, namespace: str) -> str | None:
-        """Name of the chart an installed release came from (e.g. "tf-cluster"), or None."""
+    async def charts(self, namespace: str) -> dict[str, str]:
+        """The namespace's releases and the chart each came from: {"mnist": "tf-cluster"}."""
         try:
-            found = [r for r in await self.command.list(namespace=namespace) if r["name"] == release]
+            releases = await self.command.list(namespace=namespace)
         except helm_errors.Error as err:
-            raise ReleaseError(namespace, release, "read", helm_message(err)) from err
-        return found[0]["chart"].rsplit("-", 1)[0] if found else None
+            raise ReleaseError(namespace, "*", "list", helm_message(err)) from err
+        return {r["name"]: r["chart"].rsplit("-", 1)[0] for r in releases}

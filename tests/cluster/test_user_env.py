@@ -119,7 +119,7 @@ def test_user_lifecycle(kubeconfig, core, apps):
 
         removed = tfhelm("user", "remove", user)
         assert "volumes were kept" in removed.stderr
-        assert not asyncio.run(Helm().exists(users.RELEASE, ns))
+        assert users.RELEASE not in asyncio.run(Helm().charts(ns))
         assert sorted(p.metadata.name for p in core.list_namespaced_persistent_volume_claim(ns).items) == \
             sorted(pvcs)
         with pytest.raises(ApiException):

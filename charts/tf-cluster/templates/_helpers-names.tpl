@@ -59,7 +59,7 @@ workers render in linear time. The evaluator runs no server and stays out of it 
 TFJob): a coordinator or a collective would otherwise wait for it forever.
 */}}
 {{- define "tf-cluster.clusterJson" -}}
-{{- $name := include "tf-cluster.name" . -}}
+{{- $root := . -}}
 {{- $suffix := include "tf-cluster.hostSuffix" . -}}
 {{- $counts := include "tf-cluster.counts" . | fromJson -}}
 {{- $first := true -}}
@@ -69,12 +69,13 @@ TFJob): a coordinator or a collective would otherwise wait for it forever.
 {{- if $n }}
 {{- if not $first }},{{ end }}{{ $first = false -}}
 "{{ $role }}":[
+{{- $job := include "tf-cluster.jobName" (dict "root" $root "role" $role) }}
 {{- range $i := until $n }}
 {{- if $i }},{{ end -}}
 {{- if eq $role "ps" -}}
-"{{ $name }}-ps-{{ $i }}.{{ $suffix }}"
+"{{ include "tf-cluster.psName" (dict "root" $root "index" $i) }}.{{ $suffix }}"
 {{- else -}}
-"{{ $name }}-{{ $role }}-{{ $i }}.{{ $name }}-{{ $role }}.{{ $suffix }}"
+"{{ $job }}-{{ $i }}.{{ $job }}.{{ $suffix }}"
 {{- end }}
 {{- end -}}
 ]

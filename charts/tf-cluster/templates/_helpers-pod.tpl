@@ -1,6 +1,7 @@
 {{/*
 The pod of one TF task, shared by every role. Call with
-(dict "root" $ "role" "worker") for Job roles and add "index" i for PS task i.
+(dict "root" $ "role" "worker") for Job roles and add "index" i for PS task i. Callers
+rendering many pods pass "clusterJson" (the spec grows with N: render it once).
 */}}
 {{- define "tf-cluster.pod" -}}
 {{- $root := .root -}}
@@ -10,7 +11,8 @@ The pod of one TF task, shared by every role. Call with
 {{- $isPS := eq $role "ps" -}}
 {{- $runs := include "tf-cluster.runs" . -}}
 {{- $name := include "tf-cluster.name" $root -}}
-{{- $clusterJson := include "tf-cluster.clusterJson" $root -}}
+{{- $clusterJson := .clusterJson -}}
+{{- if not $clusterJson }}{{ $clusterJson = include "tf-cluster.clusterJson" $root }}{{ end -}}
 {{- $image := merge (deepCopy ($r.image | default dict)) $v.image -}}
 metadata:
   labels:

@@ -81,6 +81,9 @@ class CountingApi:
         return sum(self.counts.values())
 
 
+PS = "tfhelm.io/role=ps"
+
+
 class Observer:
     """Uncounted watches on the namespace's Jobs, PS Deployments and PS pods: when each
     cluster's workers were seen Complete, its last PS Deployment deleted, its last PS pod gone."""
@@ -95,52 +98,40 @@ class Observer:
         self.gone_at: dict[str, float] = {}
         self._stop = threading.Event()
         self._watches: list[watch.Watch] = []
-        pods = self.core.list_namespaced_pod(ns, label_selector="tfhelm.io/role=ps")
-        for p in pods.items:
-            self.ps_live[p.metadata.labels["tfhelm.io/cluster"]].add(p.metadata.name)
+        targets = []
+        for list_fn, live, at in ((self.apps.list_namespaced_deployment, self.deps_live, self.deleted_at),
+                                  (self.core.list_namespaced_pod, self.ps_live, self.gone_at)):
+            listed = list_fn(ns, label_selector=PS)
+            for o in listed.items:
+                live[o.metadata.labels["tfhelm.io/cluster"]].add(o.metadata.name)
+            targets.append((self._last_gone, (list_fn, listed.metadata.resource_version, live, at)))
         jobs = self.batch.list_namespaced_job(ns, label_selector="tfhelm.io/role=worker")
-        deps = self.apps.list_namespaced_deployment(ns, label_selector="tfhelm.io/role=ps")
-        for d in deps.items:
-            self.deps_live[d.metadata.labels["tfhelm.io/cluster"]].add(d.metadata.name)
-        self._threads = [
-            threading.Thread(target=self._quietly, args=(self._deps, deps.metadata.resource_version), daemon=True),
-            threading.Thread(target=self._quietly, args=(self._pods, pods.metadata.resource_version), daemon=True),
-            threading.Thread(target=self._quietly, args=(self._jobs, jobs.metadata.resource_version), daemon=True)]
+        targets.append((self._jobs, (jobs.metadata.resource_version,)))
+        self._threads = [threading.Thread(target=self._quietly, args=(fn, args), daemon=True)
+                         for fn, args in targets]
         for t in self._threads:
             t.start()
 
-    def _quietly(self, fn, rv):
+    def _quietly(self, fn, args):
         try:
-            fn(rv)
+            fn(*args)
         except Exception:  # noqa: BLE001 - stop() closes the connection under the stream
             if not self._stop.is_set():
                 raise
 
-    def _pods(self, rv):
+    def _last_gone(self, list_fn, rv, live: dict[str, set], at: dict[str, float]):
+        """Track each cluster's live PS objects of one kind; note when the last one went."""
         w = watch.Watch()
         self._watches.append(w)
-        for ev in w.stream(self.core.list_namespaced_pod, self.ns, label_selector="tfhelm.io/role=ps",
-                           resource_version=rv):
-            p, now = ev["object"], time.monotonic()
-            c = p.metadata.labels["tfhelm.io/cluster"]
+        for ev in w.stream(list_fn, self.ns, label_selector=PS, resource_version=rv):
+            o, now = ev["object"], time.monotonic()
+            c = o.metadata.labels["tfhelm.io/cluster"]
             if ev["type"] == "DELETED":
-                self.ps_live[c].discard(p.metadata.name)
-                if not self.ps_live[c]:
-                    self.gone_at.setdefault(c, now)
+                live[c].discard(o.metadata.name)
+                if not live[c]:
+                    at.setdefault(c, now)
             else:
-                self.ps_live[c].add(p.metadata.name)
-
-    def _deps(self, rv):
-        w = watch.Watch()
-        self._watches.append(w)
-        for ev in w.stream(self.apps.list_namespaced_deployment, self.ns, label_selector="tfhelm.io/role=ps",
-                           resource_version=rv):
-            d, now = ev["object"], time.monotonic()
-            c = d.metadata.labels["tfhelm.io/cluster"]
-            if ev["type"] == "DELETED":
-                self.deps_live[c].discard(d.metadata.name)
-                if not self.deps_live[c]:
-                    self.deleted_at.setdefault(c, now)
+                live[c].add(o.metadata.name)
 
     def _jobs(self, rv):
         w = watch.Watch()

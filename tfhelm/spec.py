@@ -27,7 +27,7 @@ HELM_RELEASE_MAX = 53
 DNS_LABEL_MAX = 63
 PS_RELEASE_SUFFIX = "-ps"
 MAX_NAME = HELM_RELEASE_MAX - len(PS_RELEASE_SUFFIX)
-_DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 
 
 @dataclass(frozen=True)
@@ -129,7 +129,7 @@ def validate_name(name: str, field: str = "--name") -> str:
     """A cluster name must be a DNS-1035 label short enough for Helm's 53-character release
     names once the PS release adds `-ps`. At 50 characters every derived name still fits
     a 63-character hostname: the longest suffix is `-worker-9999` or `-evaluator-0`."""
-    if not _DNS1035.match(name):
+    if not DNS1035.match(name):
         raise SpecError(field, f"'{name}' is not a valid name",
                         "use lowercase letters, digits and '-', starting with a letter")
     if len(ps_release(name)) > HELM_RELEASE_MAX:

@@ -35,7 +35,7 @@ _DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
 
 
 def validate_user(name: str, field: str = "NAME") -> str:
-    if not spec._DNS1035.match(name):
+    if not spec.DNS1035.match(name):
         raise SpecError(field, f"'{name}' is not a valid user name",
                         "use lowercase letters, digits and '-', starting with a letter")
     if len(name) > MAX_USER:

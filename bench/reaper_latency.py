@@ -218,8 +218,19 @@ def main(argv=None) -> int:
     ap.add_argument("--sizes", default="1x2,1x50,20x2", help="CLUSTERSxWORKERS, comma-separated")
     ap.add_argument("--kubeconfig-as-is", action="store_true", help="use KUBECONFIG; start nothing")
     args = ap.parse_args(argv)
+    started = not args.kubeconfig_as_is and localcluster.status() is None
     if not args.kubeconfig_as_is:
         os.environ["KUBECONFIG"] = str(localcluster.up().kubeconfig)
+    try:
+        rows = measure(args)
+    finally:
+        if started:  # leave behind only what was running before
+            localcluster.down()
+    report(rows, args.grace)
+    return 0
+
+
+def measure(args) -> list[tuple]:
     admin = load_config()
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -243,8 +254,11 @@ def main(argv=None) -> int:
             rows.append((clusters, workers, runs, len(lat), statistics.median(dele), pct(dele, 0.95),
                          statistics.median(lat), pct(lat, 0.95), max(lat), reaper_req / reaps,
                          helm_req / reaps))
+    return rows
 
-    print(f"reaper latency beyond the grace period ({args.grace:g}s) and API requests per reap")
+
+def report(rows: list[tuple], grace: float) -> None:
+    print(f"reaper latency beyond the grace period ({grace:g}s) and API requests per reap")
     head = ("clusters", "workers", "runs", "reaps", "del p50", "del p95", "gone p50", "gone p95",
             "gone max", "reaper req", "helm req", "total req")
     print("  ".join(f"{h:>10}" for h in head))
@@ -256,7 +270,6 @@ def main(argv=None) -> int:
           "deleted (the reaper's part), gone = last PS pod gone from the API (plus the garbage "
           "collector and kwok). reaper req: the reaper's own calls (list, watch, deletes, Events; "
           "a shared watch divided over the clusters); helm req: `helm uninstall <name>-ps`.")
-    return 0
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ Where things live:
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -248,6 +249,22 @@ def _apply_objects(bins: Path, nodes: int) -> None:
         _kubectl(bins, "delete", "--wait=false", *stale)
     _kubectl(bins, "wait", "--for=condition=Ready", "node", "-l", NODE_LABEL, "--timeout=120s",
              timeout=130)
+    _wait_schedulable(bins)
+
+
+def _wait_schedulable(bins: Path, timeout: float = 60) -> None:
+    """Until the node lifecycle controller lifted the `node.kubernetes.io/not-ready` (and
+    similar) taints it puts on new nodes: Ready alone comes a moment earlier."""
+    deadline = time.monotonic() + timeout
+    while True:
+        nodes = json.loads(_kubectl(bins, "get", "nodes", "-l", NODE_LABEL, "-o", "json").stdout)["items"]
+        pending = [n["metadata"]["name"] for n in nodes
+                   if any(t["key"].startswith("node.kubernetes.io/") for t in n["spec"].get("taints", []))]
+        if not pending:
+            return
+        if time.monotonic() > deadline:
+            raise LocalClusterError(f"nodes still tainted not-ready after {timeout:.0f}s: {pending}")
+        time.sleep(0.5)
 
 
 # ---------------------------------------------------------------- API

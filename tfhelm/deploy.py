@@ -80,7 +80,9 @@ async def up(p: Plan, helm: Helm, kube: Kube, notify: Notify = lambda _: None) -
         for r in p.releases:
             existed = r.name in installed
             notify(f"{'upgrading' if existed else 'installing'} release {p.namespace}/{r.name}")
-            await helm.install_or_upgrade(r.name, r.values, p.namespace)
+            # No wait between the releases: the PS mount the volumes the workload release
+            # makes, and workers retry until the PS answer. `--wait` watches training.
+            await helm.install_or_upgrade(r.name, r.values, p.namespace, wait=False)
             if not existed:
                 created.append(r.name)
     except Exception:

@@ -48,6 +48,12 @@ CNI_DIRS = (Path("/usr/lib/cni"), Path("/opt/cni/bin"))
 NODE_BINARIES = ("kubelet", "kube-proxy", "containerd", "containerd-shim-runc-v2", "ctr", "coredns")
 
 
+# The network namespace, cgroup and veth names are machine-wide: one real node per
+# machine. This file names the state directory of the clone that runs it, so another
+# clone's `down` never stops it.
+OWNER_FILE = Path("/run/tfhelm-node.owner")
+
+
 class LocalNodeError(TfhelmError):
     """The real node could not be started or stopped."""
 
@@ -124,7 +130,8 @@ def _mount_volumes(p: Paths) -> None:
     backing = p.state / "volumes"
     backing.mkdir(parents=True, exist_ok=True)
     HOSTPATH_PV.mkdir(parents=True, exist_ok=True)
-    _sh("bindfs", "-o", "allow_other", "--perms=a+rwX", str(backing), str(HOSTPATH_PV))
+    # nonempty: kwok-only clusters of other clones may have made (unused) directories there.
+    _sh("bindfs", "-o", "allow_other,nonempty", "--perms=a+rwX", str(backing), str(HOSTPATH_PV))
 
 
 def _unmount_volumes() -> None:
@@ -360,8 +367,14 @@ def start(p: Paths, bins: Path, apiserver_port: int, pki: Path, images: Path | N
         raise LocalNodeError(f"the real node needs {', '.join(missing)} on the host; run `make node`")
     if os.geteuid() != 0:
         raise LocalNodeError("the real node needs root (network namespace, mounts, cgroups)")
+    owner = _owner()
+    if owner and owner != str(p.state) and NETNS_PATH.exists():
+        raise LocalNodeError(f"the machine's real node belongs to the local cluster of {owner}; "
+                             "stop that one first (`tfhelm cluster down` there)")
+    OWNER_FILE.unlink(missing_ok=True)  # a stale claim: its namespace is gone
     stop(p)
     p.state.mkdir(parents=True, exist_ok=True)
+    OWNER_FILE.write_text(str(p.state))
     p.containerd.mkdir(parents=True, exist_ok=True)
     _setup_network()
     _make_cgroups()
@@ -413,8 +426,19 @@ def import_images(p: Paths, bins: Path, archive: Path, holder: int) -> None:
     stamp.write_text(key)
 
 
+def _owner() -> str | None:
+    try:
+        return OWNER_FILE.read_text().strip() or None
+    except OSError:
+        return None
+
+
 def stop(p: Paths) -> None:
-    """Remove every process, mount, namespace and cgroup of the node (idempotent)."""
+    """Remove every process, mount, namespace and cgroup of the node (idempotent). A node
+    another clone started is left alone."""
+    owner = _owner()
+    if owner and owner != str(p.state):
+        return
     holder = _read_pid(p, "holder")
     if holder and _comm(holder) != "sleep":
         holder = None  # pid reused: not ours
@@ -441,3 +465,4 @@ def stop(p: Paths) -> None:
     _sh("ip", "link", "delete", HOST_IF, check=False)  # gone with the namespace; belt and braces
     _unmount_volumes()
     shutil.rmtree(p.state, ignore_errors=True)
+    OWNER_FILE.unlink(missing_ok=True)

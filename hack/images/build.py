@@ -233,7 +233,7 @@ def main() -> None:
     layers_dir.mkdir(parents=True, exist_ok=True)
     suite, _ = debian_mirror()
     script_key = file_digest(Path(__file__))
-    wheel_key = file_digest(a.wheel)
+    wheel_key = wheel_digest(a.wheel)
     deps = _wheel_requirements(a.wheel)
 
     keys: dict[str, str] = {}
@@ -299,6 +299,18 @@ def main() -> None:
         write_archive(out, images, packed)
         stamp.write_text(archive_key)
     print(out)
+
+
+def wheel_digest(wheel: Path) -> str:
+    """Of the wheel's files, not of the zip: two builds of the same code share layers."""
+    import zipfile
+
+    h = hashlib.sha256()
+    with zipfile.ZipFile(wheel) as z:
+        for name in sorted(z.namelist()):
+            if not name.endswith(".dist-info/RECORD"):
+                h.update(name.encode() + b"\0" + z.read(name))
+    return h.hexdigest()
 
 
 def _wheel_requirements(wheel: Path) -> list[str]:

@@ -1,4 +1,5 @@
-"""Fixtures for the `cluster` tier: a real API server and controllers, kwok nodes.
+"""Fixtures for the `cluster` tier: a real API server and controllers, kwok nodes (and
+the real node, which the `realpods` tier uses).
 
 The session starts the local cluster (tfhelm.localcluster) once and stops it at
 the end, unless it was already running (then it is left alone) or
@@ -85,13 +86,16 @@ def core(api_client: client.ApiClient) -> client.CoreV1Api:
 
 @pytest.fixture
 def namespace(request, core: client.CoreV1Api):
-    """A fresh namespace enforcing Pod Security "restricted", deleted afterwards."""
+    """A fresh namespace enforcing Pod Security "restricted", deleted afterwards. Its pods
+    go to the simulated (kwok) nodes: this tier checks what the API server and the
+    controllers do with them (tests/realpods runs them for real)."""
     name = f"t-{request.node.name[:40].lower().replace('_', '-').strip('-')}-{uuid.uuid4().hex[:6]}"
     name = "".join(c if c.isalnum() or c == "-" else "-" for c in name)
     labels = {f"pod-security.kubernetes.io/{mode}": "restricted"
               for mode in ("enforce", "warn", "audit")}
     labels["pod-security.kubernetes.io/enforce-version"] = "latest"
-    core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name, labels=labels)))
+    core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(
+        name=name, labels=labels, annotations=localcluster.SIMULATED_NAMESPACE_ANNOTATIONS)))
 
     def default_sa():  # pods are refused until the ServiceAccount controller made it
         try:

@@ -10,7 +10,7 @@ import pytest
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from tfhelm import localcluster
+from tfhelm import localcluster, localnode
 
 from .conftest import wait_for
 
@@ -58,16 +58,32 @@ def test_nodes_ready_with_user_node(core, external_cluster):
     def ready(n):
         return any(c.type == "Ready" and c.status == "True" for c in n.status.conditions or [])
     assert nodes and all(ready(n) for n in nodes)
+    if not external_cluster:  # the simulated nodes; the real node is checked below
+        nodes = [n for n in nodes if (n.metadata.labels or {}).get("type") == "kwok"]
     user = [n for n in nodes if (n.metadata.labels or {}).get("tfhelm.io/node-role") == "user"]
     assert user, "no node labelled tfhelm.io/node-role=user"
     taints = {(t.key, t.value, t.effect) for t in user[0].spec.taints or []}
     assert ("tfhelm.io/user-node", "true", "NoSchedule") in taints
-    assert any(not n.spec.taints for n in nodes), "no untainted worker node"
     if not external_cluster:
         assert user[0].metadata.name == localcluster.node_names(len(nodes))[-1]
         assert "node-role.kubernetes.io/user" in user[0].metadata.labels
         gpus = [n for n in nodes if "nvidia.com/gpu" in (n.status.allocatable or {})]
         assert gpus and gpus[0].status.allocatable["nvidia.com/gpu"] == "8"
+    else:
+        assert any(not n.spec.taints for n in nodes), "no untainted worker node"
+
+
+def test_the_real_node_takes_every_pod_that_does_not_ask_for_simulation(core, external_cluster):
+    if external_cluster or not localcluster.has_real_node():
+        pytest.skip("the local cluster's real node only")
+    real = core.read_node(localnode.NAME)
+    assert not real.spec.taints
+    assert real.metadata.labels["tfhelm.io/real-node"] == "true"
+    assert "kwok.x-k8s.io/node" not in (real.metadata.annotations or {})  # kwok leaves it alone
+    assert {a.address for a in real.status.addresses} >= {localnode.NODE_IP}
+    for n in core.list_node(label_selector="type=kwok").items:
+        assert {(t.key, t.value, t.effect) for t in n.spec.taints} >= {
+            tuple(localcluster.KWOK_TAINT[k] for k in ("key", "value", "effect"))}
 
 
 def test_restricted_namespace_rejects_privileged_pod(core, namespace):

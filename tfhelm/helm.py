@@ -41,13 +41,17 @@ def helm_executable() -> str:
 
 def helm_message(err: helm_errors.Error) -> str:
     """Helm's own reason, without its log lines and `Error:` prefix."""
-    lines = [ln for ln in err.stderr.decode().splitlines() if ln.strip() and not _LOG_LINE.match(ln)]
+    return clean_helm_message(err.stderr.decode(errors="replace")) or f"helm exited {err.returncode}"
+
+
+def clean_helm_message(stderr: str) -> str:
+    lines = [ln for ln in stderr.splitlines() if ln.strip() and not _LOG_LINE.match(ln)]
     text = " ".join(ln.strip() for ln in lines)
     for noise in _NOISE:
         text = noise.sub("", text)
     # Schema paths as value keys: "at '/worker/replicas': " -> "worker.replicas: "
     text = re.sub(r"at '([^']*)': ", lambda m: (m.group(1).strip("/").replace("/", ".") or "values") + ": ", text)
-    return text or f"helm exited {err.returncode}"
+    return text
 
 
 class Helm:

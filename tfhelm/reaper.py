@@ -346,8 +346,8 @@ class Reaper:
         if self._busy:
             return
         if not self._seen_target:
-            raise TfhelmError(f"no TF cluster '{self.cluster}' in namespace {self.namespace} "
-                              f"(no Jobs labelled {self.selector})")
+            raise SpecError("NAME", f"no TF cluster '{self.cluster}' in namespace {self.namespace} "
+                            f"(no Jobs labelled {self.selector})", "see `helm list -n NAMESPACE`")
         if not any(j.cluster == self.cluster for j in self._jobs.values()):
             raise TfhelmError(f"the Jobs of {self.namespace}/{self.cluster} were deleted "
                               "before training finished")

@@ -15,7 +15,7 @@ from rich.markup import escape
 from tfhelm.console import cli_errors, err
 from tfhelm import spec
 from tfhelm.errors import SpecError
-from tfhelm.kube import Kube, current_namespace
+from tfhelm.kube import Kube, namespace_or_current
 from tfhelm.reaper import KEEP, KubeReapClient, ReapConfig, Reaper, Result
 
 
@@ -83,7 +83,7 @@ def reap(name: Optional[str] = typer.Argument(None, help="Cluster name (or --all
     if name:
         spec.validate_name(name, field="NAME")
     config = ReapConfig(grace, completion, on_failure, delete_directly).validate()
-    ns = namespace or current_namespace()
+    ns = namespace_or_current(namespace)
     try:
         result = run_reaper(Kube(), ns, name, config, err, forever=forever or all_clusters)
     except KeyboardInterrupt:  # the PS stay; running `tfhelm reap` again picks up from here

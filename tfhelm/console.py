@@ -43,7 +43,7 @@ def cli_errors(fn):
     def wrapper(*args, **kwargs):
         try:
             return fn(*args, **kwargs)
-        except (typer.Exit, click_exc.ClickException, click_exc.Abort, KeyboardInterrupt):
+        except (typer.Exit, typer.Abort, click_exc.ClickException, KeyboardInterrupt):
             raise
         except Exception as e:  # noqa: BLE001 - the edge: everything becomes one line
             raise typer.Exit(_report(e)) from None
@@ -69,7 +69,7 @@ class OneLineErrors(TyperGroup):
         except click_exc.ClickException as e:
             fail_line(one_line(e.format_message()))
             code = e.exit_code
-        except (click_exc.Abort, KeyboardInterrupt):
+        except (typer.Abort, KeyboardInterrupt):
             err.print("interrupted")
             code = 130
         except Exception as e:  # noqa: BLE001 - the edge

@@ -11,7 +11,9 @@ the --set expressions are the user's own command line, passed on as they came.
 
 from __future__ import annotations
 
+import atexit
 import json
+import shutil
 import subprocess
 import tempfile
 from dataclasses import dataclass, field
@@ -115,6 +117,7 @@ data:
 @cache
 def _echo_chart() -> Path:
     root = Path(tempfile.mkdtemp(prefix="tfhelm-values-"))
+    atexit.register(shutil.rmtree, root, ignore_errors=True)
     (root / "templates").mkdir()
     (root / "Chart.yaml").write_text("apiVersion: v2\nname: tfhelm-values\nversion: 0.0.0\n")
     (root / "templates" / "values.yaml").write_text(_ECHO_TEMPLATE)

@@ -168,3 +168,28 @@ def test_user_env_values_land_quoted(tmp_path):
     bad = helm("template", "user-env", ENV, "-n", "tfhelm-user-a", "--set", "notebook.env[0].name=A",
                "--set", "notebook.env[0].value=1", "--set", "quota.cpu=-2")
     assert bad.returncode != 0 and "got number, want string" in bad.stderr and "quota/cpu" in bad.stderr
+
+
+# ----------------------------------------------------------------------------- no cluster
+
+@pytest.fixture
+def unreachable(monkeypatch, tmp_path):
+    """A kubeconfig whose API server does not answer (nothing listens on port 1)."""
+    kc = tmp_path / "kubeconfig"
+    kc.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "x",
+        "clusters": [{"name": "x", "cluster": {"server": "https://127.0.0.1:1", "insecure-skip-tls-verify": True}}],
+        "users": [{"name": "x", "user": {"token": "t"}}],
+        "contexts": [{"name": "x", "context": {"cluster": "x", "user": "x", "namespace": "team-a"}}]}))
+    monkeypatch.setenv("KUBECONFIG", str(kc))
+
+
+@pytest.mark.parametrize("args", [["status", "mnist"], ["user", "list"], ["user", "url", "alice"],
+                                  ["reap", "mnist", "--grace", "0"], ["up", "--name", "m"], ["down", "m"]])
+def test_an_unreachable_cluster_is_one_line_and_exit_3(unreachable, args):
+    result = runner.invoke(app, args)
+    lines = result.stderr.strip().splitlines()
+    assert result.exit_code == 3, result.output
+    assert len(lines) == 1 and "Traceback" not in result.output, result.stderr
+    assert "127.0.0.1:1" in lines[0] or "no reachable Kubernetes cluster" in lines[0] or \
+        "unreachable" in lines[0], lines[0]

@@ -115,7 +115,7 @@ def up(name: Optional[str] = typer.Option(None, "--name", help="Cluster name (de
 
         result = run_reaper(kube, p.namespace, p.name, config_from_values(p.values), err, helm=helm)
         if summarize(result, p.namespace, err):
-            raise typer.Exit(1)
+            raise typer.Exit(TrainingFailed.exit_code)
 
 
 @app.command()

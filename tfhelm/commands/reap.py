@@ -14,7 +14,7 @@ from rich.markup import escape
 
 from tfhelm.console import cli_errors, err
 from tfhelm import spec
-from tfhelm.errors import SpecError
+from tfhelm.errors import TRAINING_FAILED, SpecError
 from tfhelm.kube import Kube, namespace_or_current
 from tfhelm.reaper import KEEP, KubeReapClient, ReapConfig, Reaper, Result
 
@@ -90,4 +90,4 @@ def reap(name: Optional[str] = typer.Argument(None, help="Cluster name (or --all
         err.print("interrupted: nothing was removed that was not reported above")
         sys.exit(130)
     if result is not None and summarize(result, ns, err):
-        raise typer.Exit(1)
+        raise typer.Exit(TRAINING_FAILED)

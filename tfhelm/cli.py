@@ -49,7 +49,6 @@ def _sets(sets, set_strings, set_jsons) -> uservalues.SetFlags:
 
 def _options(name, namespace, workers, ps, chief, evaluator, in_graph, image, script, gpus,
              values_files, sets: uservalues.SetFlags, script_args, user=None) -> ClusterOptions:
-    namespace = namespace and spec.validate_namespace(namespace)
     files = [uservalues.load_file(f) for f in values_files or []]
     if user:  # the user's namespace, volumes and file server; -f and --set still override
         user_ns = users.user_namespace(user)
@@ -170,7 +169,7 @@ def render(name: str = typer.Argument(..., help="Cluster name."),
            image: Optional[str] = ImageOpt, script: Optional[str] = ScriptOpt,
            gpus: Optional[int] = GpusOpt, user: Optional[str] = UserOpt,
            values_files: Optional[list[Path]] = ValuesOpt, sets: Optional[list[str]] = SetOpt,
-       set_strings: Optional[list[str]] = SetStringOpt, set_jsons: Optional[list[str]] = SetJsonOpt,
+           set_strings: Optional[list[str]] = SetStringOpt, set_jsons: Optional[list[str]] = SetJsonOpt,
            values_only: bool = typer.Option(False, "--values-only",
                                             help="Print each release's values (for GitOps) instead."),
            script_args: Optional[list[str]] = ArgsArg):

@@ -1,5 +1,5 @@
-"""RBAC refusals (403) on a real API server: every command says so in one line and exits 3;
-the reaper stops instead of retrying forever."""
+"""Exit codes against a real API server: RBAC refusals (403) are one line and exit 3 for
+every command (the reaper stops instead of retrying forever); a failed training is exit 1."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ import subprocess
 import pytest
 from kubernetes import client
 
-from .test_reaper import TFHELM, token_kubeconfig
+from .conftest import wait_for
+from .test_reaper import NO_STORAGE, SLOW, TFHELM, finish, token_kubeconfig, up
 
 
 @pytest.fixture
@@ -37,3 +38,15 @@ def test_forbidden_is_one_line_and_exit_3(nobody, namespace, args):
     assert result.returncode == 3, result.stderr
     assert len(lines) == 1 and "forbidden" in lines[0].lower(), result.stderr
     assert "Traceback" not in result.stderr and "retrying" not in result.stderr
+
+
+def test_status_exits_1_for_a_failed_training(core, namespace):
+    up(namespace, "f", SLOW, NO_STORAGE, {"worker": {"backoffLimitPerIndex": 0}}, ps=0)
+    finish(core, namespace, "f-worker", fail=True)
+    batch = client.BatchV1Api(core.api_client)
+    wait_for(lambda: any(c.type == "Failed" and c.status == "True"
+                         for c in batch.read_namespaced_job("f-worker", namespace).status.conditions or []),
+             60, what="the workers' Job failed")
+    result = subprocess.run([TFHELM, "status", "f", "-n", namespace], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 1, result.stderr
+    assert "Failed" in result.stdout

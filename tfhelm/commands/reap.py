@@ -72,8 +72,8 @@ def reap(name: Optional[str] = typer.Argument(None, help="Cluster name (or --all
                                       help="Keep watching after the reap (re-runs are reaped too)."),
          delete_directly: bool = typer.Option(
              False, "--delete-directly",
-             help="Delete the PS Deployments and Services instead of uninstalling the NAME-ps "
-                  "release (clusters installed as one release).")):
+             help="Delete the PS Deployments and Services by name and never run Helm (the "
+                  "in-cluster reaper: no access to Secrets; the NAME-ps release record stays).")):
     """Remove a cluster's parameter servers once training is done; PVCs and Jobs stay.
 
     Exit code 1 when training failed (the PS are kept unless --on-failure reap)."""

@@ -11,15 +11,17 @@ import typer
 import yaml
 from rich.table import Table
 
-from tfhelm import deploy, spec, status, users
-from tfhelm.console import cli_errors, err, out
-from tfhelm.errors import SpecError, TfhelmError
+from tfhelm import deploy, spec, status, users, uservalues
+from tfhelm.console import OneLineErrors, cli_errors, err, out
+from tfhelm.errors import SpecError, TrainingFailed
 from tfhelm.helm import Helm, run_sync
-from tfhelm.kube import Kube, current_namespace
+from tfhelm.kube import Kube, namespace_or_current
 from tfhelm.values import ClusterOptions, cluster_spec_of, compute_values, generate_name, shape_of
 
-app = typer.Typer(help="Distributed TensorFlow on Kubernetes from a few parameters.",
-                  no_args_is_help=True, pretty_exceptions_enable=False)
+app = typer.Typer(help="Distributed TensorFlow on Kubernetes from a few parameters. Exit codes: "
+                  "0 done, 1 training failed, 2 bad input, 3 no cluster or forbidden, 4 timed out, "
+                  "5 the cluster or Helm refused.",
+                  no_args_is_help=True, pretty_exceptions_enable=False, cls=OneLineErrors)
 # Options shared by the commands that compute a cluster's values.
 NamespaceOpt = typer.Option(None, "--namespace", "-n", help="Namespace (default: the kubeconfig's).")
 WorkersOpt = typer.Option(None, "--workers", "-w", help="Worker tasks (an Indexed Job).")
@@ -35,13 +37,19 @@ GpusOpt = typer.Option(None, "--gpus", help="GPUs per worker (nvidia.com/gpu).")
 UserOpt = typer.Option(None, "--user", help="Run in this user's workspace (tfhelm user add): their "
                        "namespace and volumes; a relative --script is a file on their code volume.")
 ValuesOpt = typer.Option(None, "--values", "-f", help="Values file (repeatable).")
-SetOpt = typer.Option(None, "--set", help="Set a chart value, e.g. worker.backoffLimitPerIndex=1 (repeatable).")
+SetOpt = typer.Option(None, "--set", help="Set a chart value, e.g. worker.backoffLimitPerIndex=1 (repeatable; Helm's rules).")
+SetStringOpt = typer.Option(None, "--set-string", help="Set a chart value as a string (repeatable).")
+SetJsonOpt = typer.Option(None, "--set-json", help="Set a chart value to JSON, e.g. worker.env='[...]' (repeatable).")
 ArgsArg = typer.Argument(None, help="Arguments for the script, after `--`.", show_default=False)
 
 
+def _sets(sets, set_strings, set_jsons) -> uservalues.SetFlags:
+    return uservalues.SetFlags(list(sets or []), list(set_strings or []), list(set_jsons or []))
+
+
 def _options(name, namespace, workers, ps, chief, evaluator, in_graph, image, script, gpus,
-             values_files, sets, script_args, user=None) -> ClusterOptions:
-    files = [_load_values(f) for f in values_files or []]
+             values_files, sets: uservalues.SetFlags, script_args, user=None) -> ClusterOptions:
+    files = [uservalues.load_file(f) for f in values_files or []]
     if user:  # the user's namespace, volumes and file server; -f and --set still override
         user_ns = users.user_namespace(user)
         if namespace and namespace != user_ns:
@@ -51,19 +59,9 @@ def _options(name, namespace, workers, ps, chief, evaluator, in_graph, image, sc
         files.insert(0, users.cluster_values_for_user(user, script))
         namespace, script = user_ns, None
     return ClusterOptions(
-        name=name, namespace=namespace or current_namespace(), workers=workers, ps=ps,
+        name=name, namespace=namespace_or_current(namespace), workers=workers, ps=ps,
         chief=chief, evaluator=evaluator, in_graph=in_graph, image=image, script=script,
-        gpus=gpus, value_files=files, sets=list(sets or []), script_args=list(script_args or []))
-
-
-def _load_values(path: Path) -> dict:
-    try:
-        doc = yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError) as e:
-        raise SpecError("--values", f"cannot read {path}: {e}") from e
-    if doc is not None and not isinstance(doc, dict):
-        raise SpecError("--values", f"{path} is not a YAML mapping of chart values")
-    return doc or {}
+        gpus=gpus, value_files=[uservalues.merge(files, sets)], script_args=list(script_args or []))
 
 
 @app.command()
@@ -75,6 +73,7 @@ def up(name: Optional[str] = typer.Option(None, "--name", help="Cluster name (de
        script: Optional[str] = ScriptOpt, gpus: Optional[int] = GpusOpt,
        user: Optional[str] = UserOpt,
        values_files: Optional[list[Path]] = ValuesOpt, sets: Optional[list[str]] = SetOpt,
+       set_strings: Optional[list[str]] = SetStringOpt, set_jsons: Optional[list[str]] = SetJsonOpt,
        wait: bool = typer.Option(False, "--wait", help="Wait until training finishes, showing progress."),
        timeout: int = typer.Option(3600, "--timeout", help="Seconds --wait waits."),
        reap: bool = typer.Option(False, "--reap", help="Wait until training is done, then remove the "
@@ -84,7 +83,8 @@ def up(name: Optional[str] = typer.Option(None, "--name", help="Cluster name (de
     """Create (or upgrade) a TF cluster: the PS release and the main release."""
     generated = name is None
     opts = _options(name or generate_name(), namespace, workers, ps, chief, evaluator, in_graph,
-                    image, script, gpus, values_files, sets, script_args, user)
+                    image, script, gpus, values_files, _sets(sets, set_strings, set_jsons),
+                    script_args, user)
     p = deploy.plan(opts)
     helm = Helm()
     if dry_run:
@@ -111,14 +111,14 @@ def up(name: Optional[str] = typer.Option(None, "--name", help="Cluster name (de
         else:
             err.print(f"[{colour}]training {outcome.lower()}[/{colour}]")
         if outcome != "Complete" and not reap:
-            raise typer.Exit(1)
+            raise typer.Exit(TrainingFailed.exit_code)
     if reap and s.ps:
         from tfhelm.commands.reap import run_reaper, summarize
         from tfhelm.reaper import config_from_values
 
         result = run_reaper(kube, p.namespace, p.name, config_from_values(p.values), err, helm=helm)
         if summarize(result, p.namespace, err):
-            raise typer.Exit(1)
+            raise typer.Exit(TrainingFailed.exit_code)
 
 
 @app.command()
@@ -126,7 +126,7 @@ def up(name: Optional[str] = typer.Option(None, "--name", help="Cluster name (de
 def down(name: str = typer.Argument(..., help="Cluster name."), namespace: Optional[str] = NamespaceOpt,
          purge: bool = typer.Option(False, "--purge", help="Also delete the data and logs PVCs.")):
     """Uninstall a TF cluster (both releases). Data, logs and checkpoints stay unless --purge."""
-    ns = namespace or current_namespace()
+    ns = namespace_or_current(namespace)
     spec.validate_name(name, field="NAME")
     found = run_sync(deploy.down(name, ns, Helm(), Kube(), purge=purge,
                                  notify=lambda m: err.print(f"[dim]•[/dim] {m}")))
@@ -141,11 +141,12 @@ def down(name: str = typer.Argument(..., help="Cluster name."), namespace: Optio
 def status_(name: str = typer.Argument(..., help="Cluster name."),
             namespace: Optional[str] = NamespaceOpt):
     """Tasks, Job progress and parameter-server state of a TF cluster."""
-    ns = namespace or current_namespace()
+    ns = namespace_or_current(namespace)
+    spec.validate_name(name, field="NAME")
     kube = Kube()
     objs = kube.objects(ns, name)
     if not (objs.pods or objs.jobs or objs.deployments):
-        raise TfhelmError(f"no TF cluster '{name}' in namespace {ns}")
+        raise SpecError("NAME", f"no TF cluster '{name}' in namespace {ns}", "see `helm list -n NAMESPACE`")
     table = Table(title=f"TF cluster {ns}/{name}")
     for col in ("TASK", "POD", "PHASE", "RESTARTS", "NODE"):
         table.add_column(col)
@@ -159,6 +160,8 @@ def status_(name: str = typer.Argument(..., help="Cluster name."),
 
     for line in status.reaper_lines(cluster_events(kube, ns, objs.jobs)):
         out.print(line, markup=False, highlight=False, soft_wrap=True)
+    if status.training_done(status.job_rows(objs)) == "Failed":
+        raise typer.Exit(TrainingFailed.exit_code)
 
 
 @app.command()
@@ -170,12 +173,13 @@ def render(name: str = typer.Argument(..., help="Cluster name."),
            image: Optional[str] = ImageOpt, script: Optional[str] = ScriptOpt,
            gpus: Optional[int] = GpusOpt, user: Optional[str] = UserOpt,
            values_files: Optional[list[Path]] = ValuesOpt, sets: Optional[list[str]] = SetOpt,
+           set_strings: Optional[list[str]] = SetStringOpt, set_jsons: Optional[list[str]] = SetJsonOpt,
            values_only: bool = typer.Option(False, "--values-only",
                                             help="Print each release's values (for GitOps) instead."),
            script_args: Optional[list[str]] = ArgsArg):
     """Print the manifests of a TF cluster (or its values) without touching a cluster."""
     opts = _options(name, namespace, workers, ps, chief, evaluator, in_graph, image, script, gpus,
-                    values_files, sets, script_args, user)
+                    values_files, _sets(sets, set_strings, set_jsons), script_args, user)
     p = deploy.plan(opts)
     if values_only:
         text = "".join(f"---\n# release: {r.name} (namespace {p.namespace})\n"
@@ -195,15 +199,17 @@ def tfconfig(name: str = typer.Argument(..., help="Cluster name."),
              namespace: Optional[str] = NamespaceOpt, workers: Optional[int] = WorkersOpt,
              ps: Optional[int] = PsOpt, chief: Optional[bool] = ChiefOpt,
              evaluator: Optional[bool] = EvalOpt, values_files: Optional[list[Path]] = ValuesOpt,
-             sets: Optional[list[str]] = SetOpt):
+             sets: Optional[list[str]] = SetOpt, set_strings: Optional[list[str]] = SetStringOpt,
+             set_jsons: Optional[list[str]] = SetJsonOpt):
     """The exact TF_CONFIG a task gets (offline with shape options, else from the release)."""
     if (task is None) == (client is None):
         raise SpecError("--task", "give either --task TYPE:INDEX or --client HOST:PORT")
     role, index = spec.parse_task(task) if task else ("chief", 0)
-    ns = namespace or current_namespace()
-    if any(x is not None for x in (workers, ps, chief, evaluator)) or values_files or sets:
+    ns = namespace_or_current(namespace)
+    flags = _sets(sets, set_strings, set_jsons)
+    if any(x is not None for x in (workers, ps, chief, evaluator)) or values_files or flags:
         values = compute_values(_options(name, ns, workers, ps, chief, evaluator, None, None, None,
-                                         None, values_files, sets, None))
+                                         None, values_files, flags, None))
     else:
         values = run_sync(Helm().get_values(name, ns))
         if values is None:

@@ -1,26 +1,77 @@
-"""The CLI edge shared by every command: where output goes and how errors end a command."""
+"""The CLI edge shared by every command: where output goes and how errors end a command.
+
+Every failure ends as one red line on stderr and an exit code from the table in
+tfhelm/errors.py; no traceback reaches a user (`TFHELM_DEBUG=1` shows it)."""
 
 from __future__ import annotations
 
 import functools
+import os
+import sys
 
 import typer
 from rich.console import Console
 from rich.markup import escape
+from typer._click import exceptions as click_exc  # typer's vendored click
+from typer.core import TyperGroup
 
-from tfhelm.errors import TfhelmError, exit_code
+from tfhelm.errors import BAD_INPUT, TfhelmError, exit_code, one_line, user_facing
 
 out = Console()  # results (manifests, JSON, export lines) go to stdout, so they can be piped
 err = Console(stderr=True)  # progress, notes and errors
 
 
+def fail_line(message: str) -> None:
+    err.print(f"[red]error:[/red] {escape(message)}", highlight=False, soft_wrap=True)
+
+
+def _report(e: BaseException) -> int:
+    known = user_facing(e)
+    if known is None:
+        if os.environ.get("TFHELM_DEBUG"):
+            raise e
+        fail_line(one_line(f"internal error: {type(e).__name__}: {e} (TFHELM_DEBUG=1 shows the "
+                           "traceback; please report it)"))
+        return 1
+    fail_line(str(known))
+    return exit_code(known)
+
+
 def cli_errors(fn):
-    """Turn our typed errors into one red line; usage errors exit 2, others 1."""
+    """Turn every failure of a command into one red line and its exit code."""
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         try:
             return fn(*args, **kwargs)
-        except TfhelmError as e:
-            err.print(f"[red]error:[/red] {escape(str(e))}", highlight=False, soft_wrap=True)
-            raise typer.Exit(exit_code(e)) from None
+        except (typer.Exit, typer.Abort, click_exc.ClickException, KeyboardInterrupt):
+            raise
+        except Exception as e:  # noqa: BLE001 - the edge: everything becomes one line
+            raise typer.Exit(_report(e)) from None
     return wrapper
+
+
+class OneLineErrors(TyperGroup):
+    """The root command: Typer's own usage errors (a bad option value, an unknown option)
+    become one line too, instead of a usage box."""
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, standalone_mode, **extra)
+        try:
+            code = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except click_exc.NoArgsIsHelpError as e:
+            e.show()
+            code = BAD_INPUT
+        except click_exc.UsageError as e:
+            hint = f" (see `{e.ctx.command_path} --help`)" if e.ctx else ""
+            fail_line(one_line(e.format_message()) + hint)
+            code = e.exit_code
+        except click_exc.ClickException as e:
+            fail_line(one_line(e.format_message()))
+            code = e.exit_code
+        except (typer.Abort, KeyboardInterrupt):
+            err.print("interrupted")
+            code = 130
+        except Exception as e:  # noqa: BLE001 - the edge
+            code = _report(e)
+        sys.exit(code if isinstance(code, int) else 0)

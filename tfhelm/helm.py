@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 import re
 import shutil
+from functools import cache
 from pathlib import Path
 
 from pyhelm3 import Client, Command
@@ -41,13 +43,51 @@ def helm_executable() -> str:
 
 def helm_message(err: helm_errors.Error) -> str:
     """Helm's own reason, without its log lines and `Error:` prefix."""
-    lines = [ln for ln in err.stderr.decode().splitlines() if ln.strip() and not _LOG_LINE.match(ln)]
+    return clean_helm_message(err.stderr.decode(errors="replace")) or f"helm exited {err.returncode}"
+
+
+def clean_helm_message(stderr: str) -> str:
+    lines = [ln for ln in stderr.splitlines() if ln.strip() and not _LOG_LINE.match(ln)]
     text = " ".join(ln.strip() for ln in lines)
     for noise in _NOISE:
         text = noise.sub("", text)
     # Schema paths as value keys: "at '/worker/replicas': " -> "worker.replicas: "
-    text = re.sub(r"at '([^']*)': ", lambda m: (m.group(1).strip("/").replace("/", ".") or "values") + ": ", text)
-    return text or f"helm exited {err.returncode}"
+    text = re.sub(r"at '([^']*)': ", lambda m: _value_key(m.group(1)) + ": ", text)
+    # A regular expression tells a user little: say what the pattern stands for.
+    described = _pattern_descriptions()
+    return re.sub(r"does not match pattern '((?:\\.|[^'\\])*)'",
+                  lambda m: f"is not {described[m.group(1)]}" if m.group(1) in described else m.group(0), text)
+
+
+def _value_key(pointer: str) -> str:
+    """A JSON pointer as a values key: `/worker/resources/limits/nvidia.com~1gpu` ->
+    `worker.resources.limits.nvidia.com/gpu`."""
+    keys = [k.replace("~1", "/").replace("~0", "~") for k in pointer.strip("/").split("/")]
+    return ".".join(keys) or "values"
+
+
+@cache
+def _pattern_descriptions() -> dict[str, str]:
+    """Each schema pattern that has a `description`, as Helm quotes it in its messages."""
+    found: dict[str, str] = {}
+
+    def walk(node) -> None:
+        if isinstance(node, dict):
+            if isinstance(node.get("pattern"), str) and node.get("description"):
+                quoted = node["pattern"].replace("\\", "\\\\").replace("'", "\\'")
+                found[quoted] = node["description"]
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    for chart in ("tf-cluster", "user-env"):
+        try:
+            walk(json.loads((chart_path(chart) / "values.schema.json").read_text()))
+        except (OSError, ValueError):
+            pass
+    return found
 
 
 class Helm:

@@ -11,7 +11,8 @@ from kubernetes import client, config
 from kubernetes.client.rest import ApiException
 from urllib3.exceptions import HTTPError
 
-from tfhelm.errors import ClusterUnreachable, TfhelmError
+from tfhelm.errors import ClusterUnreachable, TfhelmError, TimedOut, api_error
+from tfhelm.spec import validate_namespace
 
 CLUSTER_LABEL = "tfhelm.io/cluster"
 
@@ -27,6 +28,13 @@ def load_config(kubeconfig: str | None = None) -> client.ApiClient:
             return client.ApiClient()
         except config.ConfigException:
             raise ClusterUnreachable(f"no kubeconfig: {err}") from err
+
+
+def namespace_or_current(namespace: str | None, kubeconfig: str | None = None) -> str:
+    """`-n NAMESPACE`, else the kubeconfig's; either way a valid name, or a SpecError."""
+    if namespace is not None:
+        return validate_namespace(namespace)
+    return validate_namespace(current_namespace(kubeconfig), "namespace of the kubeconfig's context")
 
 
 def current_namespace(kubeconfig: str | None = None) -> str:
@@ -84,7 +92,7 @@ class Kube:
             self.core.read_namespace(namespace)
         except ApiException as err:
             if err.status != 404:
-                raise TfhelmError(f"namespace {namespace}: {err.reason}") from err
+                raise api_error(err, f"namespace {namespace}") from err
             self.core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=namespace)))
 
     def objects(self, namespace: str, cluster: str) -> ClusterObjects:
@@ -113,7 +121,7 @@ class Kube:
         deadline = time.monotonic() + timeout
         while names and self.objects(namespace, cluster).jobs:
             if time.monotonic() > deadline:
-                raise TfhelmError(f"Jobs of {namespace}/{cluster} still exist after {timeout}s")
+                raise TimedOut(f"Jobs of {namespace}/{cluster} still exist after {timeout}s")
             time.sleep(0.5)
         return names
 

@@ -8,7 +8,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn
 
 from tfhelm import status
-from tfhelm.errors import TfhelmError
+from tfhelm.errors import TimedOut
 from tfhelm.kube import Kube
 from tfhelm.spec import Shape
 
@@ -37,5 +37,5 @@ def wait_for_training(kube: Kube, namespace: str, name: str, shape: Shape, conso
                 return outcome, bool(objs.pods) and kube.simulated_nodes(objs.pods) == {
                     p.spec.node_name for p in objs.pods if p.spec.node_name}
             if time.monotonic() > deadline:
-                raise TfhelmError(f"{namespace}/{name}: training not finished after {timeout:.0f}s")
+                raise TimedOut(f"{namespace}/{name}: training not finished after {timeout:.0f}s (--timeout)")
             time.sleep(poll)

@@ -37,7 +37,7 @@ from datetime import datetime, timezone
 from typing import Callable, Iterator, Protocol
 
 from tfhelm import spec, status
-from tfhelm.errors import SpecError, TfhelmError
+from tfhelm.errors import Forbidden, ReleaseError, SpecError, TfhelmError, user_facing
 from tfhelm.kube import CLUSTER_LABEL
 from tfhelm.status import COMPLETIONS, JobRow
 
@@ -278,6 +278,9 @@ class Reaper:
             except Exception as e:  # the API server went away, a connection dropped...
                 if self._stop.is_set():
                     return
+                if _forbidden(e):  # retrying cannot help: stop with the reason
+                    self._events.put(("fatal", user_facing(e)))
+                    return
                 self._events.put(("watch-error", f"{type(e).__name__}: {e}".splitlines()[0][:200]))
                 self._stop.wait(delay * random.uniform(0.8, 1.2))
                 delay = min(delay * 2, self.backoff[1])
@@ -296,6 +299,8 @@ class Reaper:
             kind = item[0]
             if kind == "stop":
                 return None
+            if kind == "fatal":
+                raise item[1]
             if kind == "sync":
                 self._sync(item[1])
                 if watch_errors:
@@ -346,8 +351,8 @@ class Reaper:
         if self._busy:
             return
         if not self._seen_target:
-            raise TfhelmError(f"no TF cluster '{self.cluster}' in namespace {self.namespace} "
-                              f"(no Jobs labelled {self.selector})")
+            raise SpecError("NAME", f"no TF cluster '{self.cluster}' in namespace {self.namespace} "
+                            f"(no Jobs labelled {self.selector})", "see `helm list -n NAMESPACE`")
         if not any(j.cluster == self.cluster for j in self._jobs.values()):
             raise TfhelmError(f"the Jobs of {self.namespace}/{self.cluster} were deleted "
                               "before training finished")
@@ -467,6 +472,8 @@ class Reaper:
     def _finished(self, d: Decision, result: Result | None, error: Exception | None) -> None:
         self._busy.discard(d.cluster)
         run = self._runs.setdefault(d.key, _Running())
+        if error is not None and _forbidden(error):
+            raise user_facing(error) or error
         if error is not None:
             wait = self.backoff[1]
             self._retry_at[d.cluster] = self.clock() + wait
@@ -587,6 +594,13 @@ class KubeReapClient:
             if e.status == 409:
                 return False
             raise
+
+
+def _forbidden(err: Exception) -> bool:
+    """401/403 from the API server or from Helm: RBAC will not change by retrying."""
+    known = user_facing(err)
+    return isinstance(known, Forbidden) or (
+        isinstance(known, ReleaseError) and any(w in str(known).lower() for w in ("forbidden", "unauthorized")))
 
 
 def _ok_if_missing(fn, *args, **kwargs) -> bool:

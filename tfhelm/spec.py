@@ -28,6 +28,7 @@ DNS_LABEL_MAX = 63
 PS_RELEASE_SUFFIX = "-ps"
 MAX_NAME = HELM_RELEASE_MAX - len(PS_RELEASE_SUFFIX)
 DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
 
 @dataclass(frozen=True)
@@ -137,6 +138,15 @@ def validate_name(name: str, field: str = "--name") -> str:
                         f"at most {HELM_RELEASE_MAX} and the PS release adds '{PS_RELEASE_SUFFIX}'",
                         f"use at most {MAX_NAME} characters")
     return name
+
+
+def validate_namespace(namespace: str, field: str = "--namespace") -> str:
+    """A namespace is a DNS-1123 label; checked here so the API server's 422 never is."""
+    if not DNS1123_LABEL.match(namespace) or len(namespace) > DNS_LABEL_MAX:
+        raise SpecError(field, f"'{namespace}' is not a valid namespace",
+                        f"use at most {DNS_LABEL_MAX} lowercase letters, digits and '-', "
+                        "starting and ending with a letter or digit")
+    return namespace
 
 
 def longest_hostname(name: str, shape: Shape) -> str:

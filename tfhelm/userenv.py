@@ -17,7 +17,7 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from tfhelm import users
-from tfhelm.errors import TfhelmError
+from tfhelm.errors import SpecError, TfhelmError, api_error
 from tfhelm.helm import Helm
 from tfhelm.kube import Kube
 
@@ -33,7 +33,7 @@ def _api(what: str, call: Callable[[], T]) -> T | None:
     except ApiException as err:
         if err.status == 404:
             return None
-        raise TfhelmError(f"{what}: {err.reason} ({err.status})") from err
+        raise api_error(err, what) from err
 
 
 async def render(opts: users.UserOptions, helm: Helm) -> list[dict]:
@@ -174,7 +174,7 @@ def urls(user: str, kube: Kube) -> Urls:
     name = users.token_secret()
     secret = _api(f"secret {ns}/{name}", lambda: kube.core.read_namespaced_secret(name, ns))
     if secret is None or users.TOKEN_KEY not in (secret.data or {}):
-        raise TfhelmError(f"no login token in secret {ns}/{name}: add the user with `tfhelm user add {user}`")
+        raise SpecError("NAME", f"no login token in secret {ns}/{name}", f"add the user with `tfhelm user add {user}`")
     token = base64.b64decode(secret.data[users.TOKEN_KEY]).decode()
     notebook = _url(kube, ns, "notebook")
     return Urls(notebook=notebook and f"{notebook}?token={token}",

@@ -29,8 +29,9 @@ class ClusterOptions:
     script: str | None = None
     script_args: list[str] = field(default_factory=list)
     gpus: int | None = None
-    value_files: list[dict] = field(default_factory=list)  # parsed -f files, in order
-    sets: list[str] = field(default_factory=list)  # --set k=v, in order
+    # The user's chart values, lowest precedence first: -f files, and the result of
+    # tfhelm.uservalues.merge() (files and --set* merged by Helm's rules).
+    value_files: list[dict] = field(default_factory=list)
 
 
 def generate_name() -> str:
@@ -42,13 +43,12 @@ def generate_name() -> str:
 def compute_values(opts: ClusterOptions) -> dict:
     """The values both releases of the cluster get (they differ only in `components`).
 
-    Precedence, lowest first: -f files, --set, then the explicit options.
+    Precedence, lowest first: -f files and --set (see tfhelm.uservalues), then the
+    explicit options.
     """
     values: dict = {}
     for doc in opts.value_files:
         values = deep_merge(values, doc)
-    for item in opts.sets:
-        values = deep_merge(values, parse_set(item))
     values = deep_merge(values, _option_values(opts))
     values["clusterName"] = opts.name
     values.pop("components", None)
@@ -82,9 +82,20 @@ def _option_values(o: ClusterOptions) -> dict:
     return v
 
 
+# An image reference as the container runtimes parse it (distribution/reference): an
+# optional registry host[:port], lowercase path components, an optional tag and digest.
+# The charts' values.schema.json holds the same pattern for `repository` (with tag and
+# digest allowed there too) and `tag`.
+_DOMAIN = r"(?:[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?(?:\.[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?)*(?::[0-9]+)?/)?"
+_PATH = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*"
+TAG = r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}"
+_DIGEST = r"[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,}"
+IMAGE_REF = re.compile(f"{_DOMAIN}{_PATH}(?::{TAG})?(?:@{_DIGEST})?")
+
+
 def split_image(ref: str) -> dict:
     """`registry:5000/team/tf:2.21` -> repository + tag; a digest stays in the repository."""
-    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._\-/:@]*", ref):
+    if not IMAGE_REF.fullmatch(ref):
         raise SpecError("--image", f"'{ref}' is not an image reference", "e.g. tensorflow/tensorflow:2.21.0")
     if "@" in ref:
         return {"repository": ref, "tag": ""}
@@ -110,93 +121,79 @@ def script_values(script: str, local_root: Path | None = None) -> dict:
                         "serve the script over http(s), give a local file, or a path inside the image")
     local = (local_root or Path.cwd()) / script
     if local.is_file():
-        # The .py files beside it go along: the modules a script imports usually sit there.
-        extra = {p.name: p.read_text() for p in sorted(local.parent.glob("*.py")) if p != local}
+        if not CONFIGMAP_KEY.fullmatch(local.name):
+            raise SpecError("--script", f"'{local.name}' cannot be a ConfigMap key (the script is "
+                            "shipped in one)", "rename it to letters, digits, '-', '_' and '.'")
+        # The .py files beside it go along: the modules a script imports usually sit there
+        # (a name that is no ConfigMap key is no importable module either: left out).
+        extra = {p.name: _text(p) for p in sorted(local.parent.glob("*.py"))
+                 if p != local and CONFIGMAP_KEY.fullmatch(p.name)}
         size = len(local.read_bytes()) + sum(len(t.encode()) for t in extra.values())
         if size > INLINE_MAX_BYTES:
             raise SpecError("--script", f"{local.parent} holds {size} bytes of .py files, over the "
                             f"{INLINE_MAX_BYTES} that fit in a ConfigMap",
                             "serve the code over http(s) or bake it into the image")
-        return {"source": "inline", "script": local.name, "inline": local.read_text(), "extraFiles": extra}
+        return {"source": "inline", "script": local.name, "inline": _text(local), "extraFiles": extra}
     if script.startswith("/"):
         return {"source": "image", "script": script}
     raise SpecError("--script", f"'{script}' is not a local file",
                     "give an http(s) URL, a local file, or an absolute path inside the image")
 
 
+CONFIGMAP_KEY = re.compile(r"(?!\.\.?$)[-._a-zA-Z0-9]{1,253}")
+
+
+def _text(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise SpecError("--script", f"{path} is not UTF-8 text (byte {e.start})",
+                        "save it as UTF-8, or move it out of the script's directory") from e
+
+
+def coalesce(defaults: dict, user: dict) -> dict:
+    """The values templates see, by Helm's rules: maps merge, a user's null removes the
+    chart's key, anything else the user gives replaces the default."""
+    out = {k: v for k, v in defaults.items() if v is not None}
+    for key, value in user.items():
+        if value is None:
+            out.pop(key, None)
+        elif isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = coalesce(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def setting(values: dict, path: str, kind: type):
+    """The value at `worker.replicas` (defaults coalesced), or a SpecError naming the key:
+    so a mistyped value is one line here, before the chart's schema sees it."""
+    node, keys = coalesce(default_values(), values), path.split(".")
+    for depth, key in enumerate(keys):
+        if not isinstance(node, dict):
+            where = ".".join(keys[:depth])
+            raise SpecError(where, f"must be a map of settings, got {node!r}",
+                            f"set {path}=... rather than {where}=...")
+        if key not in node:
+            raise SpecError(path, "is missing (a null value removed the chart's default)",
+                            "give a value or leave it out")
+        node = node[key]
+    if kind is int and isinstance(node, float) and node.is_integer():
+        node = int(node)
+    if not isinstance(node, kind) or (kind is int and isinstance(node, bool)):
+        want = {int: "an integer", bool: "true or false", str: "a string"}[kind]
+        raise SpecError(path, f"must be {want}, got {node!r}")
+    return node
+
+
 def shape_of(values: dict) -> Shape:
-    v = deep_merge(default_values(), values)
-    return Shape(workers=int(v["worker"]["replicas"]), ps=int(v["ps"]["replicas"]),
-                 chief=bool(v["chief"]["enabled"]), evaluator=bool(v["evaluator"]["enabled"]))
+    return Shape(workers=setting(values, "worker.replicas", int), ps=setting(values, "ps.replicas", int),
+                 chief=setting(values, "chief.enabled", bool),
+                 evaluator=setting(values, "evaluator.enabled", bool))
 
 
 def cluster_spec_of(values: dict, namespace: str, release: str) -> dict[str, list[str]]:
     """The TF_CONFIG `cluster` the chart renders for these values."""
-    v = deep_merge(default_values(), values)
-    name = v.get("clusterName") or release
-    return spec.cluster_spec(name, namespace, shape_of(values), int(v["port"]), v["clusterDomain"])
-
-
-# --- --set parsing: the subset of Helm's strvals that people use ---------------------
-
-_KEY = re.compile(r"([A-Za-z0-9_\-./]+?)(?:\[(\d+)\])?")
-
-
-def parse_set(expr: str) -> dict:
-    """`a.b=1,c[0]=x` -> {"a": {"b": 1}, "c": ["x"]}; values typed like Helm (int, bool, null)."""
-    out: dict = {}
-    for part in _split_commas(expr):
-        key, eq, raw = part.partition("=")
-        if not eq or not key:
-            raise SpecError("--set", f"'{part}' is not KEY=VALUE", "e.g. --set worker.replicas=4")
-        path = [seg.replace("\\.", ".") for seg in re.split(r"(?<!\\)\.", key)]  # `a\.b` is one key
-        _assign(out, path, _typed(raw), part)
-    return out
-
-
-def _split_commas(expr: str) -> list[str]:
-    parts, cur, escaped = [], "", False
-    for ch in expr:
-        if escaped:  # `\,` is a comma in a value; other escapes (`\.` in keys) stay
-            cur, escaped = cur + (ch if ch == "," else "\\" + ch), False
-        elif ch == "\\":
-            escaped = True
-        elif ch == ",":
-            parts.append(cur)
-            cur = ""
-        else:
-            cur += ch
-    return parts + [cur]
-
-
-def _typed(raw: str):
-    if raw in ("true", "false"):
-        return raw == "true"
-    if raw == "null":
-        return None
-    if re.fullmatch(r"-?[1-9]\d*|0", raw):
-        return int(raw)
-    return raw
-
-
-def _assign(node: dict, path: list[str], value, part: str) -> None:
-    for depth, segment in enumerate(path):
-        m = _KEY.fullmatch(segment)
-        if not m:
-            raise SpecError("--set", f"'{part}' has a bad key segment '{segment}'")
-        key, idx = m.group(1), m.group(2)
-        last = depth == len(path) - 1
-        if idx is None:
-            if last:
-                node[key] = value
-            else:
-                node = node.setdefault(key, {})
-            continue
-        lst = node.setdefault(key, [])
-        i = int(idx)
-        lst.extend([None] * (i + 1 - len(lst)))
-        if last:
-            lst[i] = value
-        else:
-            lst[i] = lst[i] if isinstance(lst[i], dict) else {}
-            node = lst[i]
+    name = setting(values, "clusterName", str) or release
+    return spec.cluster_spec(name, namespace, shape_of(values), setting(values, "port", int),
+                             setting(values, "clusterDomain", str))

@@ -103,5 +103,5 @@ def test_bad_input_is_one_clear_line_and_exit_2_before_any_cluster_access(args, 
 
 def test_up_without_a_cluster_says_how_to_start_one():
     result = runner.invoke(app, ["up", "--workers", "1", "--name", "m"])
-    assert result.exit_code == 1
+    assert result.exit_code == 3
     assert "no reachable Kubernetes cluster" in result.stderr and "tfhelm cluster up" in result.stderr

@@ -284,10 +284,10 @@ def test_rendering_is_deterministic_and_uses_no_random_functions(env_chart):
     ({"notebook": {"bogus": 1}}, "additional properties 'bogus' not allowed"),
     ({"notebook": {"service": {"type": "ExternalName"}}}, "notebook.service.type: value must be one of"),
     ({"tensorboard": {"service": {"nodePort": 80}}}, "tensorboard.service.nodePort: minimum"),
-    ({"storage": {"logs": {"size": "lots"}}}, "storage.logs.size: 'lots' does not match"),
+    ({"storage": {"logs": {"size": "lots"}}}, "storage.logs.size: 'lots' is not a Kubernetes quantity"),
     ({"storage": {"code": {"enabled": False}}}, "storage.code: additional properties 'enabled'"),
-    ({"quota": {"cpu": "many"}}, "quota.cpu: 'many' does not match"),
-    ({"userName": "Alice"}, "userName: 'Alice' does not match"),
+    ({"quota": {"cpu": "many"}}, "quota.cpu: 'many' is not a Kubernetes quantity"),
+    ({"userName": "Alice"}, "userName: 'Alice' is not a user name"),
     ({"notebook": {"token": {"value": "s3cret"}}}, "additional properties 'value' not allowed"),
 ])
 def test_schema_rejects_bad_values(values, message):

@@ -146,8 +146,9 @@ def test_upgrade_changes_worker_count_and_image(namespace, core, batch, apps):
 
 
 def test_a_rejected_object_leaves_no_release_behind(namespace):
-    # A label value the schema lets through (a string) but the API server refuses.
+    # Values the schema lets through but the API server refuses: a request above its limit.
     result = tfhelm("up", "--name", "bad", "-n", namespace, "--workers", "2", "--ps", "1",
-                    "--set", "worker.podLabels.team=not a valid label!", code=1)
+                    "--set", "worker.resources.requests.memory=8Gi", code=5)
     assert "bad-worker" in result.stderr and "invalid" in result.stderr.lower()
+    assert len(result.stderr.strip().splitlines()[-1:]) == 1 and "Traceback" not in result.output
     assert releases(namespace) == []  # the PS release this call created was removed again

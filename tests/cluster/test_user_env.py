@@ -206,7 +206,7 @@ def test_notebook_account_runs_tfhelm_up_in_its_namespace_only(api_client, core,
     assert len(roles.items) == 1  # the reaper's
     tfhelm("status", "nb", kubeconfig=sa)
     tfhelm("down", "nb", "--purge", kubeconfig=sa)
-    refused = tfhelm("up", "--name", "nb", "--workers", "1", "--ps", "0", "-n", ns_b, code=1,
+    refused = tfhelm("up", "--name", "nb", "--workers", "1", "--ps", "0", "-n", ns_b, code=3,
                      kubeconfig=sa)
     assert "forbidden" in refused.stderr.lower()
 

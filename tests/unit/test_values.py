@@ -3,8 +3,8 @@ import re
 import pytest
 
 from tfhelm.errors import SpecError
-from tfhelm.values import (ClusterOptions, compute_values, generate_name, parse_set, script_values,
-                           shape_of, split_image)
+from tfhelm.values import (ClusterOptions, compute_values, generate_name, script_values, shape_of,
+                           split_image)
 
 
 def test_options_become_values():
@@ -18,10 +18,10 @@ def test_options_become_values():
     assert "components" not in v
 
 
-def test_precedence_files_then_set_then_options():
+def test_precedence_files_then_options():
+    # --set is merged into the files by Helm itself (tfhelm.uservalues; tests/chart/test_set_parity.py)
     v = compute_values(ClusterOptions(
-        name="a", workers=4, value_files=[{"worker": {"replicas": 2, "gpus": 3}}, {"ps": {"replicas": 1}}],
-        sets=["worker.replicas=3,ps.replicas=5"]))
+        name="a", workers=4, value_files=[{"worker": {"replicas": 2, "gpus": 3}}, {"ps": {"replicas": 5}}]))
     assert v["worker"] == {"replicas": 4, "gpus": 3}
     assert v["ps"]["replicas"] == 5
 
@@ -35,26 +35,12 @@ def test_shape_uses_chart_defaults_for_what_is_not_set():
     (ClusterOptions(name="a", ps=500), "--ps"),
     (ClusterOptions(name="A", workers=1), "--name"),
     (ClusterOptions(name="a", workers=1, gpus=-1), "--gpus"),
-    (ClusterOptions(name="a", sets=["worker.replicas"]), "--set"),
+    (ClusterOptions(name="a", value_files=[{"worker": {"replicas": "abc"}}]), "worker.replicas"),
 ])
 def test_bad_options_name_the_field(opts, field):
     with pytest.raises(SpecError) as exc:
         compute_values(opts)
     assert exc.value.field == field
-
-
-def test_parse_set_types_and_lists():
-    assert parse_set("a.b=1,c=true,d=null,e=x\\,y,f[1].g=2") == {
-        "a": {"b": 1}, "c": True, "d": None, "e": "x,y", "f": [None, {"g": 2}]}
-
-
-def test_parse_set_escaped_dots_stay_in_the_key():
-    assert parse_set(r"worker.podAnnotations.tfhelm\.io/x=1") == {
-        "worker": {"podAnnotations": {"tfhelm.io/x": 1}}}
-
-
-def test_parse_set_keeps_strings_that_look_like_versions():
-    assert parse_set("image.tag=2.21.0,x=007") == {"image": {"tag": "2.21.0"}, "x": "007"}
 
 
 @pytest.mark.parametrize("ref,expected", [

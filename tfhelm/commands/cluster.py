@@ -6,6 +6,7 @@ import typer
 
 from tfhelm import localcluster
 from tfhelm.console import cli_errors, err, out
+from tfhelm.errors import NO_CLUSTER
 
 app = typer.Typer(help="The local Kubernetes (real control plane, a real node, kwok nodes) for tests and demos.",
                   no_args_is_help=True)
@@ -36,10 +37,10 @@ def down():
 @app.command()
 @cli_errors
 def status():
-    """Show the local cluster; exit code 1 when it is not running."""
+    """Show the local cluster; exit code 3 (no cluster) when it is not running."""
     info = localcluster.status()
     if info is None:
         err.print("local cluster: not running (start it with `tfhelm cluster up`)")
-        raise typer.Exit(1)
+        raise typer.Exit(NO_CLUSTER)
     err.print(f"local cluster at {info.server} with nodes: {', '.join(info.nodes)}")
     out.print(info.export_line, markup=False, highlight=False, soft_wrap=True)

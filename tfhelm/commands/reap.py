@@ -14,8 +14,8 @@ from rich.markup import escape
 
 from tfhelm.console import cli_errors, err
 from tfhelm import spec
-from tfhelm.errors import SpecError
-from tfhelm.kube import Kube, current_namespace
+from tfhelm.errors import TRAINING_FAILED, SpecError
+from tfhelm.kube import Kube, namespace_or_current
 from tfhelm.reaper import KEEP, KubeReapClient, ReapConfig, Reaper, Result
 
 
@@ -72,8 +72,8 @@ def reap(name: Optional[str] = typer.Argument(None, help="Cluster name (or --all
                                       help="Keep watching after the reap (re-runs are reaped too)."),
          delete_directly: bool = typer.Option(
              False, "--delete-directly",
-             help="Delete the PS Deployments and Services instead of uninstalling the NAME-ps "
-                  "release (clusters installed as one release).")):
+             help="Delete the PS Deployments and Services by name and never run Helm (the "
+                  "in-cluster reaper: no access to Secrets; the NAME-ps release record stays).")):
     """Remove a cluster's parameter servers once training is done; PVCs and Jobs stay.
 
     Exit code 1 when training failed (the PS are kept unless --on-failure reap)."""
@@ -83,11 +83,11 @@ def reap(name: Optional[str] = typer.Argument(None, help="Cluster name (or --all
     if name:
         spec.validate_name(name, field="NAME")
     config = ReapConfig(grace, completion, on_failure, delete_directly).validate()
-    ns = namespace or current_namespace()
+    ns = namespace_or_current(namespace)
     try:
         result = run_reaper(Kube(), ns, name, config, err, forever=forever or all_clusters)
     except KeyboardInterrupt:  # the PS stay; running `tfhelm reap` again picks up from here
         err.print("interrupted: nothing was removed that was not reported above")
         sys.exit(130)
     if result is not None and summarize(result, ns, err):
-        raise typer.Exit(1)
+        raise typer.Exit(TRAINING_FAILED)

@@ -47,10 +47,10 @@ spec:
     {{- toYaml . | nindent 4 }}
   {{- end }}
   {{- with $r.priorityClassName }}
-  priorityClassName: {{ . }}
+  priorityClassName: {{ . | toJson }}
   {{- end }}
   {{- with $r.schedulerName }}
-  schedulerName: {{ . }}
+  schedulerName: {{ . | toJson }}
   {{- end }}
   {{- with $r.nodeSelector }}
   nodeSelector:
@@ -67,9 +67,10 @@ spec:
   {{- if and (not $isPS) (eq $v.code.source "url") }}
   initContainers:
     - name: fetch-code
-      image: {{ include "tf-cluster.image" $image }}
-      imagePullPolicy: {{ $image.pullPolicy }}
-      command: ["python3", "/etc/tfhelm/fetch.py", {{ $v.code.url | quote }}, "{{ $v.code.mountPath }}/{{ base $v.code.script }}", {{ $v.code.sha256 | quote }}]
+      image: {{ include "tf-cluster.image" $image | toJson }}
+      imagePullPolicy: {{ $image.pullPolicy | toJson }}
+      # Every value JSON-encoded: one value is one argument, whatever it holds.
+      command: ["python3", "/etc/tfhelm/fetch.py", {{ $v.code.url | toJson }}, {{ printf "%s/%s" $v.code.mountPath (base $v.code.script) | toJson }}, {{ $v.code.sha256 | toJson }}]
       securityContext:
         {{- toYaml $v.containerSecurityContext | nindent 8 }}
       resources:
@@ -77,12 +78,12 @@ spec:
         limits: {memory: 256Mi}
       volumeMounts:
         - {name: tfhelm-config, mountPath: /etc/tfhelm, readOnly: true}
-        - {name: code, mountPath: {{ $v.code.mountPath }}}
+        - {name: code, mountPath: {{ $v.code.mountPath | toJson }}}
   {{- end }}
   containers:
     - name: tensorflow
-      image: {{ include "tf-cluster.image" $image }}
-      imagePullPolicy: {{ $image.pullPolicy }}
+      image: {{ include "tf-cluster.image" $image | toJson }}
+      imagePullPolicy: {{ $image.pullPolicy | toJson }}
       {{- if $r.command }}
       command:
         {{- toYaml $r.command | nindent 8 }}
@@ -97,9 +98,9 @@ spec:
       {{- else }}
       args:
         - script
-        - {{ include "tf-cluster.scriptPath" $root | quote }}
+        - {{ include "tf-cluster.scriptPath" $root | toJson }}
         {{- range $v.code.args }}
-        - {{ . | quote }}
+        - {{ . | toJson }}
         {{- end }}
       {{- end }}
       {{- end }}
@@ -121,12 +122,12 @@ spec:
         - {name: TFHELM_CLUSTER_SPEC_FILE, value: /etc/tfhelm/cluster.json}
         {{- if le (len $clusterJson) (int $v.tfConfig.inlineMaxBytes) }}
         - name: TF_CONFIG
-          value: {{ printf "{\"cluster\":%s,\"task\":{\"index\":$(TFHELM_TASK_INDEX),\"type\":\"%s\"}}" $clusterJson $role | squote }}
+          value: {{ printf "{\"cluster\":%s,\"task\":{\"index\":$(TFHELM_TASK_INDEX),\"type\":\"%s\"}}" $clusterJson $role | toJson }}
         {{- end }}
         {{- /* PS too: under ParameterServerStrategy each PS writes its variables' shard of a checkpoint. */}}
-        - {name: TFHELM_DATA_DIR, value: {{ $v.storage.data.mountPath }}}
-        - {name: TFHELM_LOG_DIR, value: "{{ $v.storage.logs.mountPath }}/{{ $name }}"}
-        - {name: TFHELM_CHECKPOINT_DIR, value: "{{ $v.storage.logs.mountPath }}/{{ $name }}/checkpoints"}
+        - {name: TFHELM_DATA_DIR, value: {{ $v.storage.data.mountPath | toJson }}}
+        - {name: TFHELM_LOG_DIR, value: {{ printf "%s/%s" $v.storage.logs.mountPath $name | toJson }}}
+        - {name: TFHELM_CHECKPOINT_DIR, value: {{ printf "%s/%s/checkpoints" $v.storage.logs.mountPath $name | toJson }}}
         - {name: HOME, value: /tmp}
         - {name: PYTHONUNBUFFERED, value: "1"}
         {{- with $r.env }}
@@ -153,10 +154,10 @@ spec:
         - {name: tfhelm-config, mountPath: /etc/tfhelm, readOnly: true}
         - {name: tmp, mountPath: /tmp}
         {{- if and (not $isPS) (ne $v.code.source "image") }}
-        - {name: code, mountPath: {{ $v.code.mountPath }}}
+        - {name: code, mountPath: {{ $v.code.mountPath | toJson }}}
         {{- end }}
-        - {name: data, mountPath: {{ $v.storage.data.mountPath }}}
-        - {name: logs, mountPath: {{ $v.storage.logs.mountPath }}}
+        - {name: data, mountPath: {{ $v.storage.data.mountPath | toJson }}}
+        - {name: logs, mountPath: {{ $v.storage.logs.mountPath | toJson }}}
         {{- with $r.extraVolumeMounts }}
         {{- toYaml . | nindent 8 }}
         {{- end }}
@@ -171,14 +172,14 @@ spec:
     {{- else if ne $v.code.source "image" }}
     - name: code
       configMap:
-        name: {{ include "tf-cluster.codeConfigName" $root }}
+        name: {{ include "tf-cluster.codeConfigName" $root | toJson }}
     {{- end }}
     {{- end }}
     {{- range $vol := list "data" "logs" }}
     {{- if (index $v.storage $vol).enabled }}
     - name: {{ $vol }}
       persistentVolumeClaim:
-        claimName: {{ include "tf-cluster.pvcName" (dict "root" $root "volume" $vol) }}
+        claimName: {{ include "tf-cluster.pvcName" (dict "root" $root "volume" $vol) | toJson }}
     {{- else }}
     - {name: {{ $vol }}, emptyDir: {}}
     {{- end }}

@@ -74,6 +74,9 @@ NOTES.txt, so `helm install` and `helm template` (Argo CD) both fail with the me
 {{- if and $v.storage.storageClass.create (eq $v.storage.storageClass.preset "glusterfs-heketi") (not $v.storage.storageClass.glusterfs.resturl) -}}
 {{- fail "storage.storageClass.glusterfs.resturl is required for the \"glusterfs-heketi\" preset" -}}
 {{- end -}}
+{{- if or (not (regexMatch "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$" .Release.Namespace)) (gt (len .Release.Namespace) 63) -}}
+{{- fail (printf "namespace %q is not a valid namespace name: at most 63 lowercase letters, digits and '-'" .Release.Namespace) -}}
+{{- end -}}
 {{- $name := include "tf-cluster.name" . -}}
 {{- if not (regexMatch "^[a-z]([-a-z0-9]*[a-z0-9])?$" $name) -}}
 {{- fail (printf "cluster name %q must be lowercase letters, digits and '-', starting with a letter (set clusterName)" $name) -}}

@@ -86,8 +86,8 @@ spec:
 {{/* What every container of a component shares; call with (dict "root" $ "component" "notebook"). */}}
 {{- define "user-env.containerCommon" -}}
 {{- $c := index .root.Values .component -}}
-image: {{ $c.image.repository }}{{ with $c.image.tag }}:{{ . }}{{ end }}
-imagePullPolicy: {{ $c.image.pullPolicy }}
+image: {{ printf "%s%s" $c.image.repository (ternary (printf ":%s" $c.image.tag) "" (ne $c.image.tag "")) | toJson }}
+imagePullPolicy: {{ $c.image.pullPolicy | toJson }}
 ports:
   - {name: http, containerPort: {{ $c.port }}}
 resources:
@@ -100,7 +100,7 @@ securityContext:
 {{- define "user-env.pvcVolume" -}}
 - name: {{ .volume }}
   persistentVolumeClaim:
-    claimName: {{ include "user-env.pvcName" . }}
+    claimName: {{ include "user-env.pvcName" . | toJson }}
     {{- if .readOnly }}
     readOnly: true
     {{- end }}
@@ -159,7 +159,7 @@ metadata:
   {{- end }}
 spec:
   {{- with $i.className }}
-  ingressClassName: {{ . }}
+  ingressClassName: {{ . | toJson }}
   {{- end }}
   {{- with $i.tls }}
   tls:
@@ -183,6 +183,9 @@ so `helm install` and `helm template` (Argo CD) both fail with the message.
 */}}
 {{- define "user-env.validate" -}}
 {{- $v := .Values -}}
+{{- if or (not (regexMatch "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$" .Release.Namespace)) (gt (len .Release.Namespace) 63) -}}
+{{- fail (printf "namespace %q is not a valid namespace name: at most 63 lowercase letters, digits and '-'" .Release.Namespace) -}}
+{{- end -}}
 {{- $rel := .Release.Name -}}
 {{- if not (regexMatch "^[a-z]([-a-z0-9]*[a-z0-9])?$" $rel) -}}
 {{- fail (printf "release name %q must be lowercase letters, digits and '-', starting with a letter: Service names derive from it" $rel) -}}

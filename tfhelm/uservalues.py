@@ -1,0 +1,142 @@
+"""The chart values a user gives on the command line: `-f` files, loaded safely, and
+`--set`, `--set-string`, `--set-json`, merged by Helm itself.
+
+Helm's `--set` grammar (list indexes into a list from a `-f` file, `{a,b}` lists, escapes,
+typing of `1`/`true`/`null`) and its precedence (files, then every --set-json, then --set,
+then --set-string, whatever the order on the command line) are Helm's code; rather than keep
+a copy that drifts, tfhelm asks the same helm binary it installs with to merge them, by
+rendering a one-template chart that prints `.Values`. The files' content travels on stdin;
+the --set expressions are the user's own command line, passed on as they came.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+
+import yaml
+
+from tfhelm.chart import deep_merge
+from tfhelm.errors import SpecError, UsageError, one_line
+
+MAX_FILE_BYTES = 4 * 2**20  # far above any real values file; a release holds 1 MiB
+# Values after YAML aliases are expanded: a "billion laughs" file is a few lines that
+# expand to billions; real values files have hundreds or thousands.
+MAX_NODES = 200_000
+
+
+@dataclass
+class SetFlags:
+    """--set, --set-string and --set-json, each in command-line order."""
+
+    set: list[str] = field(default_factory=list)
+    set_string: list[str] = field(default_factory=list)
+    set_json: list[str] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(self.set or self.set_string or self.set_json)
+
+    def argv(self) -> list[str]:
+        return ([a for v in self.set_json for a in ("--set-json", v)]
+                + [a for v in self.set for a in ("--set", v)]
+                + [a for v in self.set_string for a in ("--set-string", v)])
+
+
+def load_file(path: Path, flag: str = "--values") -> dict:
+    """One values file: a YAML mapping of at most MAX_FILE_BYTES, UTF-8, without an
+    alias expansion bomb; anything else is one SpecError naming the file."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read(MAX_FILE_BYTES + 1)
+    except OSError as e:
+        raise SpecError(flag, f"cannot read {path}: {e.strerror or e}") from e
+    if len(data) > MAX_FILE_BYTES:
+        raise SpecError(flag, f"{path} is over {MAX_FILE_BYTES // 2**20} MiB",
+                        "a values file holds settings; ship large files in the image or a volume")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise SpecError(flag, f"{path} is not UTF-8 text (byte {e.start})", "save it as UTF-8") from e
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        where = getattr(e, "problem_mark", None)
+        at = f" at line {where.line + 1}, column {where.column + 1}" if where else ""
+        raise SpecError(flag, f"{path} is not valid YAML{at}: {getattr(e, 'problem', None) or e}") from e
+    if doc is None:
+        return {}
+    if not isinstance(doc, dict):
+        raise SpecError(flag, f"{path} is not a YAML mapping of chart values",
+                        "write it as `key: value` lines, e.g. `worker: {replicas: 4}`")
+    if count_nodes(doc, MAX_NODES) > MAX_NODES:
+        raise SpecError(flag, f"{path} expands to more than {MAX_NODES} values (YAML aliases "
+                        "referring to aliases?)", "write the values out without nested aliases")
+    return doc
+
+
+def count_nodes(doc, budget: int) -> int:
+    """Nodes of `doc` as a tree (an alias counts each time it is used); stops past budget,
+    so a bomb or a self-referencing alias costs at most `budget` steps."""
+    seen, stack = 0, [doc]
+    while stack and seen <= budget:
+        node = stack.pop()
+        seen += 1
+        if isinstance(node, dict):
+            stack.extend(node.keys())
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return seen
+
+
+def merge(files: list[dict], sets: SetFlags) -> dict:
+    """The user's values: files merged in order, then the --set flags applied by Helm."""
+    values: dict = {}
+    for doc in files:
+        values = deep_merge(values, doc)
+    if not sets:
+        return values
+    return _helm_merge(values, sets)
+
+
+_ECHO_TEMPLATE = """\
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: values}
+data:
+  values.json: {{ .Values | toJson | toJson }}
+"""
+
+
+@cache
+def _echo_chart() -> Path:
+    root = Path(tempfile.mkdtemp(prefix="tfhelm-values-"))
+    atexit.register(shutil.rmtree, root, ignore_errors=True)
+    (root / "templates").mkdir()
+    (root / "Chart.yaml").write_text("apiVersion: v2\nname: tfhelm-values\nversion: 0.0.0\n")
+    (root / "templates" / "values.yaml").write_text(_ECHO_TEMPLATE)
+    return root
+
+
+def _helm_merge(values: dict, sets: SetFlags) -> dict:
+    from tfhelm.helm import clean_helm_message, helm_executable
+
+    result = subprocess.run(
+        [helm_executable(), "template", "values", str(_echo_chart()), "-f", "-", *sets.argv()],
+        input=json.dumps(values), capture_output=True, text=True)
+    if result.returncode != 0:
+        raise UsageError(one_line(clean_helm_message(result.stderr)
+                                  or f"helm exited {result.returncode}"))
+    for doc in yaml.safe_load_all(result.stdout):
+        if doc and doc.get("kind") == "ConfigMap":
+            merged = json.loads(doc["data"]["values.json"])
+            if merged.get("global") == {} and "global" not in values:
+                del merged["global"]  # Helm adds it; not the user's
+            return merged
+    raise UsageError(f"helm printed no values for {' '.join(sets.argv())}")

@@ -11,9 +11,18 @@ import yaml
 
 
 def charts_dir() -> Path:
-    """`TFHELM_CHARTS_DIR`, else the repository's `charts/` next to this package."""
+    """`TFHELM_CHARTS_DIR`, else the charts installed with the package (a wheel carries
+    them as `tfhelm/charts/`), else the source checkout's `charts/` next to the package."""
     env = os.environ.get("TFHELM_CHARTS_DIR")
-    return Path(env) if env else Path(__file__).resolve().parent.parent / "charts"
+    if env:
+        return Path(env)
+    here = Path(__file__).resolve().parent
+    installed = here / "charts"
+    return installed if (installed / "tf-cluster" / "Chart.yaml").is_file() else here.parent / "charts"
+
+
+def chart_version(chart: str = "tf-cluster") -> str:
+    return yaml.safe_load((chart_path(chart) / "Chart.yaml").read_text())["version"]
 
 
 def chart_path(chart: str = "tf-cluster") -> Path:

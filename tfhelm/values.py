@@ -133,7 +133,7 @@ def shape_of(values: dict) -> Shape:
 def cluster_spec_of(values: dict, namespace: str, release: str) -> dict[str, list[str]]:
     """The TF_CONFIG `cluster` the chart renders for these values."""
     v = deep_merge(default_values(), values)
-    name = v.get("clusterName") or release
+    name = v.get("clusterName") or v.get("fullnameOverride") or release  # as tf-cluster.name
     return spec.cluster_spec(name, namespace, shape_of(values), int(v["port"]), v["clusterDomain"])
 
 

@@ -5,3 +5,9 @@ ETCD_VERSION       := v3.6.16
 KWOK_VERSION       := v0.8.0
 TENSORFLOW_VERSION := 2.21.0
 HELM_DOCS_VERSION  := v1.14.2
+# Test-only: the OCI registry server and the GitOps CRDs' source modules.
+DISTRIBUTION_VERSION := v3.1.2
+ARGOCD_VERSION       := v3.5.7
+FLUX_SOURCE_VERSION  := v1.9.6
+FLUX_HELM_API_VERSION := v1.6.5
+CONTROLLER_TOOLS_VERSION := v0.19.0

@@ -198,15 +198,21 @@ def render(name: str = typer.Argument(..., help="Cluster name."),
            image: Optional[str] = ImageOpt, script: Optional[str] = ScriptOpt,
            gpus: Optional[int] = GpusOpt, user: Optional[str] = UserOpt,
            values_files: Optional[list[Path]] = ValuesOpt, sets: Optional[list[str]] = SetOpt,
-           values_only: bool = typer.Option(False, "--values-only",
-                                            help="Print each release's values (for GitOps) instead."),
+           values_only: bool = typer.Option(
+               False, "--values-only", help="Print each release's values for GitOps instead "
+               "(with the in-cluster reaper on when there are parameter servers)."),
+           one_release: bool = typer.Option(
+               False, "--one-release", help="With --values-only: one release holding everything "
+               "(components: all), e.g. for a Flux HelmRelease."),
            script_args: Optional[list[str]] = ArgsArg):
     """Print the manifests of a TF cluster (or its values) without touching a cluster."""
+    if one_release and not values_only:
+        raise SpecError("--one-release", "only goes with --values-only")
     opts = _options(name, namespace, workers, ps, chief, evaluator, in_graph, image, script, gpus,
                     values_files, sets, script_args, user)
     p = deploy.plan(opts)
     if values_only:
-        text = gitops.values_yaml(p)
+        text = gitops.values_yaml(p, one=one_release)
     else:
         text = deploy.manifests_yaml(run_sync(deploy.render(p, Helm())))
     out.print(text, end="", markup=False, highlight=False, soft_wrap=True)

@@ -45,12 +45,12 @@ test-unit: install ## Pure Python tests
 test-chart: install helm-docs ## helm lint/template tests and schema rejections
 	$(PYTEST) tests/chart
 
--include mk/testenv.mk mk/tf.mk
+-include mk/testenv.mk mk/tf.mk mk/package.mk
 
-test: install helm-docs testenv tf-deps ## Every tier: unit, chart, cluster, tf
+test: install helm-docs testenv tf-deps registry ## Every tier: unit, chart, cluster, tf
 	$(PYTEST) tests $(PYTEST_ARGS)
 
-test-cluster: install testenv ## The cluster tier against the local control plane
+test-cluster: install testenv registry ## The cluster tier against the local control plane
 	$(PYTEST) tests/cluster $(PYTEST_ARGS)
 
 demo: install testenv ## The main job on the embedded local cluster: 8 workers, 2 PS, watched to the end
@@ -64,4 +64,4 @@ demo: install testenv ## The main job on the embedded local cluster: 8 workers, 
 
 clean: ## Stop the local cluster, remove build outputs (the per-user binary cache stays)
 	-[ -x $(PY) ] && $(PY) -m tfhelm.localcluster down
-	rm -rf $(BIN) $(VENV) .pytest_cache .tfhelm
+	rm -rf $(BIN) $(VENV) .pytest_cache .tfhelm $(DIST)

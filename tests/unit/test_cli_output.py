@@ -18,7 +18,7 @@ from tfhelm import gitops, logs, status
 from tfhelm.cli import app
 from tfhelm.deploy import plan
 from tfhelm.errors import SpecError
-from tfhelm.kube import ClusterObjects, current_namespace
+from tfhelm.kube import ClusterObjects, current_namespace, load_config
 from tfhelm.output import plain_columns
 from tfhelm.values import ClusterOptions
 
@@ -127,6 +127,8 @@ def test_kube_context_picks_the_namespace_and_is_shared_with_helm(monkeypatch, t
     monkeypatch.setenv("HELM_KUBECONTEXT", "three")
     with pytest.raises(SpecError, match="--kube-context: no context 'three'.*one, two"):
         current_namespace()
+    with pytest.raises(SpecError, match="--kube-context"):  # also before any API call (-n given)
+        load_config()
 
 
 def test_global_kube_options_reach_the_environment(monkeypatch, tmp_path):

@@ -1,0 +1,30 @@
+# Shipping: versioned chart archives, pushed to an OCI registry; the version policy's
+# digests; the test-only registry server and GitOps CRDs (all from Go modules).
+DIST        := $(CURDIR)/dist
+CHARTS      := tf-cluster user-env
+# Where `make publish` pushes, e.g. OCI_REPO=oci://registry.example.com/charts
+OCI_REPO    ?=
+chart_version = $(shell sed -n 's/^version:[[:space:]]*//p' charts/$(1)/Chart.yaml)
+CHART_TGZS  := $(foreach c,$(CHARTS),$(DIST)/charts/$(c)-$(call chart_version,$(c)).tgz)
+
+.PHONY: package publish chart-digests registry gitops-crds wheel
+package: helm ## Versioned chart archives in dist/charts/ (and the wheel in dist/)
+	@mkdir -p $(DIST)/charts
+	$(BIN)/helm package $(addprefix charts/,$(CHARTS)) -d $(DIST)/charts
+	$(PY) -m pip wheel -q --no-deps --no-build-isolation -w $(DIST) .
+
+publish: package ## Push the chart archives to OCI_REPO (e.g. oci://HOST/charts); HELM_PUSH_FLAGS=--plain-http for a local registry
+	@[ -n "$(OCI_REPO)" ] || { echo "set OCI_REPO, e.g. make publish OCI_REPO=oci://registry.example.com/charts" >&2; exit 2; }
+	$(PY) hack/chart-digests.py
+	for tgz in $(CHART_TGZS); do $(BIN)/helm push "$$tgz" $(OCI_REPO) $(HELM_PUSH_FLAGS); done
+
+chart-digests: $(VENV)/.installed ## Record each chart version's digest (the version policy; after a version bump)
+	$(PY) hack/chart-digests.py
+
+registry: $(BIN)/registry ## The OCI registry server (distribution) the OCI tests start on 127.0.0.1
+$(BIN)/registry: mk/versions.mk
+	hack/cached-go-install.sh registry $(DISTRIBUTION_VERSION) $(BIN) -- \
+	  go install -trimpath -ldflags "-s -w" github.com/distribution/distribution/v3/cmd/registry@$(DISTRIBUTION_VERSION)
+
+gitops-crds: ## Argo CD and Flux CRDs from their Go modules into .cache/gitops-crds (the GitOps tests do this)
+	hack/gitops-crds.sh $(CURDIR)/.cache/gitops-crds

@@ -164,3 +164,21 @@ def test_helm_test_script_checks_tf_config_and_dns(tmp_path):
     assert "nope-worker-0.nope.invalid:2222" in bad.stderr
     broken = _run_hook(tmp_path, {"bogus": ["localhost:1"]}, files)
     assert broken.returncode != 0 and "unknown task type 'bogus'" in broken.stderr
+
+
+def test_user_env_conventions():
+    m = render({"notebook": {"token": {"existingSecret": "tok"}, "podAnnotations": {"b": "notebook"}},
+                "commonAnnotations": {"team": "vision"}, "podAnnotations": {"a": "chart", "b": "chart"},
+                "global": {"imageRegistry": "mirror.example:5000"}, "nameOverride": "workspace",
+                "enabled": True}, release="user-env", namespace="tfhelm-user-alice", chart="user-env")
+    assert len(m) > 10
+    for obj in m:
+        assert obj["metadata"]["annotations"]["team"] == "vision", obj["metadata"]["name"]
+        assert obj["metadata"]["labels"]["app.kubernetes.io/name"] == "workspace"
+    for pvc in by_kind(m, "PersistentVolumeClaim"):
+        assert pvc["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
+    deps = {d["metadata"]["name"]: d["spec"]["template"] for d in by_kind(m, "Deployment")}
+    assert deps["user-env-notebook"]["metadata"]["annotations"]["b"] == "notebook"
+    assert deps["user-env-tensorboard"]["metadata"]["annotations"] == {"a": "chart", "b": "chart"}
+    images = [c["image"] for t in deps.values() for c in t["spec"]["containers"]]
+    assert images and all(i.startswith("mirror.example:5000/") for i in images)

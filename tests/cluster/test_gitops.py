@@ -14,7 +14,6 @@ import yaml
 
 from tfhelm.helm import helm_executable
 
-from .conftest import wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples" / "gitops"

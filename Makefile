@@ -42,12 +42,12 @@ docs: helm-docs ## Regenerate the charts' READMEs from their values.yaml comment
 test-unit: install ## Pure Python tests
 	$(PYTEST) tests/unit
 
-test-chart: install helm-docs ## helm lint/template tests and schema rejections
+test-chart: install helm-docs helm3 ## helm lint/template tests and schema rejections
 	$(PYTEST) tests/chart
 
 -include mk/testenv.mk mk/tf.mk mk/package.mk
 
-test: install helm-docs testenv tf-deps registry ## Every tier: unit, chart, cluster, tf
+test: install helm-docs helm3 testenv tf-deps registry ## Every tier: unit, chart, cluster, tf
 	$(PYTEST) tests $(PYTEST_ARGS)
 
 test-cluster: install testenv registry ## The cluster tier against the local control plane

@@ -7,7 +7,7 @@ OCI_REPO    ?=
 chart_version = $(shell sed -n 's/^version:[[:space:]]*//p' charts/$(1)/Chart.yaml)
 CHART_TGZS  := $(foreach c,$(CHARTS),$(DIST)/charts/$(c)-$(call chart_version,$(c)).tgz)
 
-.PHONY: package publish chart-digests registry gitops-crds wheel
+.PHONY: package publish chart-digests registry gitops-crds helm3
 package: helm ## Versioned chart archives in dist/charts/ (and the wheel in dist/)
 	@mkdir -p $(DIST)/charts
 	$(BIN)/helm package $(addprefix charts/,$(CHARTS)) -d $(DIST)/charts
@@ -30,3 +30,10 @@ $(BIN)/registry: mk/versions.mk
 
 gitops-crds: ## Argo CD and Flux CRDs from their Go modules into .cache/gitops-crds (the GitOps tests do this)
 	hack/gitops-crds.sh $(CURDIR)/.cache/gitops-crds
+
+helm3: $(BIN)/helm3 ## Helm 3, to prove the charts render the same with Helm 3 and 4
+$(BIN)/helm3: mk/versions.mk
+	hack/cached-go-install.sh helm $(HELM3_VERSION) $(BIN)/.helm3 -- \
+	  go install -trimpath -ldflags "-s -w -X helm.sh/helm/v3/internal/version.version=$(HELM3_VERSION)" \
+	  helm.sh/helm/v3/cmd/helm@$(HELM3_VERSION)
+	mv $(BIN)/.helm3/helm $@ && rmdir $(BIN)/.helm3

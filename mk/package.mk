@@ -32,8 +32,13 @@ gitops-crds: ## Argo CD and Flux CRDs from their Go modules into .cache/gitops-c
 	hack/gitops-crds.sh $(CURDIR)/.cache/gitops-crds
 
 helm3: $(BIN)/helm3 ## Helm 3, to prove the charts render the same with Helm 3 and 4
+# As Helm 3's own release build: the default Kubernetes version (1.<client-go minor>) is set
+# by ldflags, else it says v1.20 and refuses kubeVersion >=1.29.
 $(BIN)/helm3: mk/versions.mk
+	gomod=$$(go mod download -json helm.sh/helm/v3@$(HELM3_VERSION) | sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",*$$/\1/p'); \
+	minor=$$(sed -n 's|^[[:space:]]*k8s.io/client-go v0\.\([0-9]*\)\..*|\1|p' "$$gomod"); \
+	kv=""; for p in pkg/chartutil pkg/lint/rules; do kv="$$kv -X helm.sh/helm/v3/$$p.k8sVersionMajor=1 -X helm.sh/helm/v3/$$p.k8sVersionMinor=$$minor"; done; \
 	hack/cached-go-install.sh helm $(HELM3_VERSION) $(BIN)/.helm3 -- \
-	  go install -trimpath -ldflags "-s -w -X helm.sh/helm/v3/internal/version.version=$(HELM3_VERSION)" \
+	  go install -trimpath -ldflags "-s -w -X helm.sh/helm/v3/internal/version.version=$(HELM3_VERSION)$$kv" \
 	  helm.sh/helm/v3/cmd/helm@$(HELM3_VERSION)
 	mv $(BIN)/.helm3/helm $@ && rmdir $(BIN)/.helm3

@@ -1,5 +1,5 @@
-"""Both charts render byte for byte the same with Helm 3 (bin/helm3, `make helm3`) as with
-Helm 4: users and GitOps controllers still on Helm 3 get the same objects."""
+"""Both charts render the same with Helm 3 (bin/helm3, `make helm3`) as with Helm 4, line
+for line: users and GitOps controllers still on Helm 3 get the same objects."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import yaml
 
 from tfhelm.chart import chart_path
 from tfhelm.helm import helm_executable
@@ -37,7 +38,13 @@ def test_helm3_and_helm4_render_the_same(chart, values):
     three, four = template(str(HELM3), chart, values), template(helm_executable(), chart, values)
     assert three.returncode == 0, three.stderr
     assert four.returncode == 0, four.stderr
-    assert three.stdout == four.stdout
+    # The same objects, in the same order (Helm 4 only trims blank lines between documents).
+    assert objects(three.stdout) == objects(four.stdout)
+    assert [ln for ln in three.stdout.splitlines() if ln.strip()] == [ln for ln in four.stdout.splitlines() if ln.strip()]
+
+
+def objects(text: str) -> list[dict]:
+    return [d for d in yaml.safe_load_all(text) if d]
 
 
 def test_helm3_applies_the_schema_too(tf_chart):

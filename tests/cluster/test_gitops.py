@@ -14,6 +14,8 @@ import yaml
 
 from tfhelm.helm import helm_executable
 
+from .conftest import wait_for
+
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples" / "gitops"
@@ -40,9 +42,11 @@ def crds(kubeconfig, tmp_path_factory):
             "ocirepositories.source.toolkit.fluxcd.io", "helmreleases.helm.toolkit.fluxcd.io"} <= set(names)
     applied = kubectl("apply", "--server-side", "--force-conflicts", *sum((["-f", str(f)] for f in files), []))
     assert applied.returncode == 0, applied.stderr
+    def established(name: str) -> bool:
+        res = kubectl("get", "crd", name, "-o", "jsonpath={.status.conditions[?(@.type=='Established')].status}")
+        return res.stdout == "True"
     for name in names:
-        res = kubectl("wait", "--for=condition=Established", f"crd/{name}", "--timeout=60s")
-        assert res.returncode == 0, res.stderr
+        wait_for(lambda: established(name), 60, what=f"CRD {name} established")
     for ns in ("argocd", "team-a"):
         kubectl("create", "namespace", ns)
     yield names

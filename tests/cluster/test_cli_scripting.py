@@ -60,3 +60,15 @@ def test_kube_context_and_kubeconfig_options(namespace, kubeconfig, monkeypatch,
     assert "--kube-context: no context 'no-such-context'" in bad.stderr
     none = tfhelm("--kubeconfig", str(tmp_path / "absent"), "list", "-n", namespace, code=1)
     assert "no reachable Kubernetes cluster" in none.stderr
+
+
+def test_logs_covers_every_task_in_status_order(namespace):
+    """Every task appears, prefixed, in status order: its log on stdout, or (a pod whose
+    node serves no log, like kwok's here) one note on stderr. Never a traceback."""
+    tfhelm("up", "--name", "lg", "-n", namespace, "--workers", "2", "--ps", "1", "--wait", "--timeout", "120")
+    res = tfhelm("logs", "lg", "-n", namespace)
+    seen = [line.split("]")[0] + "]" for line in (res.stdout + res.stderr).splitlines() if line.startswith("[")]
+    assert list(dict.fromkeys(seen)) == ["[worker-0]", "[worker-1]", "[ps-0]"], res.stdout + res.stderr
+    assert "Traceback" not in res.stderr
+    missing = tfhelm("logs", "nope", "-n", namespace, code=1)
+    assert "no task pods of TF cluster 'nope'" in missing.stderr

@@ -45,22 +45,16 @@ test-unit: install ## Pure Python tests
 test-chart: install helm-docs helm3 ## helm lint/template tests and schema rejections
 	$(PYTEST) tests/chart
 
--include mk/testenv.mk mk/tf.mk mk/package.mk
+-include mk/testenv.mk mk/tf.mk mk/node.mk mk/package.mk
 
-test: install helm-docs helm3 testenv tf-deps registry ## Every tier: unit, chart, cluster, tf
+test: install helm-docs helm3 testenv node images tf-deps registry ## Every tier: unit, chart, cluster, tf, real pods
 	$(PYTEST) tests $(PYTEST_ARGS)
 
-test-cluster: install testenv registry ## The cluster tier against the local control plane
+test-cluster: install testenv node images registry ## The cluster tier against the local control plane
 	$(PYTEST) tests/cluster $(PYTEST_ARGS)
 
-demo: install testenv ## The main job on the embedded local cluster: 8 workers, 2 PS, watched to the end
-	eval "$$($(VENV)/bin/tfhelm cluster up)"; \
-	$(VENV)/bin/tfhelm up --name demo -n demo --workers 8 --ps 2 --script examples/ps_between_graph.py --wait; \
-	$(VENV)/bin/tfhelm status demo -n demo; \
-	echo; echo "The local cluster keeps running. Explore it with kubectl and tfhelm:"; \
-	echo "  export KUBECONFIG=$$KUBECONFIG"; echo "  tfhelm status demo -n demo"; \
-	echo "  tfhelm reap demo -n demo --grace 0   # remove the parameter servers now that training is done"; \
-	echo "Stop it with: make cluster-down"
+demo: install testenv node images ## The main job, for real: 8 workers and 2 PS train on the local cluster's real node
+	hack/demo.sh
 
 clean: ## Stop the local cluster, remove build outputs (the per-user binary cache stays)
 	-[ -x $(PY) ] && $(PY) -m tfhelm.localcluster down

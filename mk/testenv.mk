@@ -6,7 +6,7 @@
 # tfhelm/localcluster.py runs them; see hack/testenv/README.md.
 
 TESTENV     := $(CURDIR)/hack/testenv
-K8S_BINS    := kube-apiserver kube-controller-manager kube-scheduler kubectl
+K8S_BINS    := kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet kube-proxy
 KWOK_BINS   := kwok kwokctl
 KWOK_STAGES := $(BIN)/kwok-stages.yaml
 TESTENV_BINS := $(addprefix $(BIN)/,$(K8S_BINS) etcd $(KWOK_BINS))
@@ -57,7 +57,7 @@ $(KWOK_STAGES): mk/versions.mk $(TESTENV)/stages/kustomization.yaml | $(BIN)/kub
 	cache="$${TFHELM_CACHE_DIR:-$${XDG_CACHE_HOME:-$$HOME/.cache}/tfhelm}/bin/$(KWOK_VERSION)"; \
 	mkdir -p "$$cache"; cp "$$tmp/stages.yaml" "$$cache/kwok-stages.yaml"; mv "$$tmp/stages.yaml" $@
 
-cluster: testenv $(VENV)/.installed ## Start the local cluster (kwok nodes); prints `export KUBECONFIG=...`
+cluster: testenv node images $(VENV)/.installed ## Start the local cluster (a real node, kwok nodes); prints `export KUBECONFIG=...`
 	$(PY) -m tfhelm.localcluster up
 
 cluster-down: ## Stop the local cluster; leaves no process behind

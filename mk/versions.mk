@@ -5,6 +5,8 @@ ETCD_VERSION       := v3.6.16
 KWOK_VERSION       := v0.8.0
 TENSORFLOW_VERSION := 2.21.0
 HELM_DOCS_VERSION  := v1.14.2
+CONTAINERD_VERSION := v2.2.9
+COREDNS_VERSION    := v1.14.7
 # Test-only: the OCI registry server and the GitOps CRDs' source modules.
 DISTRIBUTION_VERSION := v3.1.2
 ARGOCD_VERSION       := v3.5.7

@@ -132,9 +132,13 @@ def up(name: Optional[str] = typer.Option(None, "--name", help="Cluster name (de
     if wait:
         from tfhelm.progress import wait_for_training
 
-        outcome = wait_for_training(kube, p.namespace, p.name, s, err, timeout=timeout)
+        outcome, simulated = wait_for_training(kube, p.namespace, p.name, s, err, timeout=timeout)
         colour = "green" if outcome == "Complete" else "red"
-        err.print(f"[{colour}]training {outcome.lower()}[/{colour}]")
+        if simulated:  # kwok decided the pods' fate: say so, never claim a training
+            err.print(f"[{colour}]Jobs {outcome.lower()} on simulated (kwok) nodes: no container ran, "
+                      f"nothing was trained[/{colour}]")
+        else:
+            err.print(f"[{colour}]training {outcome.lower()}[/{colour}]")
         if outcome != "Complete" and not reap:
             raise typer.Exit(1)
     if reap and s.ps:

@@ -71,15 +71,23 @@ class Helm:
             raise RenderError(helm_message(err)) from err
 
     async def install_or_upgrade(self, release: str, values: dict, namespace: str,
-                                 chart: str = "tf-cluster") -> int:
-        """Install or upgrade; a failed install is rolled back, so no half-made release stays."""
+                                 chart: str = "tf-cluster", wait: bool = True) -> int:
+        """Install or upgrade; no half-made release stays. With wait, Helm waits for the
+        objects to be ready and rolls a failure back. Without, it returns once the API
+        server accepted every object, and a refused first install is uninstalled here."""
+        first = not wait and await self.get_values(release, namespace) is None
         try:
             ref = await self.client.get_chart(chart_path(chart))
             rev = await self.client.install_or_upgrade_release(
-                release, ref, values, namespace=namespace, rollback_on_failure=True,
+                release, ref, values, namespace=namespace, rollback_on_failure=wait, wait=wait,
                 create_namespace=False)
             return rev.revision
         except helm_errors.Error as err:
+            if first:
+                try:
+                    await self.uninstall(release, namespace, wait=False)
+                except ReleaseError:
+                    pass  # the install's own error is the one to report
             raise ReleaseError(namespace, release, "install", helm_message(err)) from err
 
     async def uninstall(self, release: str, namespace: str, wait: bool = True) -> bool:

@@ -133,6 +133,15 @@ class Kube:
         return (self.batch.list_namespaced_job(namespace, label_selector=sel).items,
                 self.apps.list_namespaced_deployment(namespace, label_selector=sel).items)
 
+    def simulated_nodes(self, pods: list) -> set[str]:
+        """The nodes among these pods' that kwok simulates: no container ran there."""
+        names = {p.spec.node_name for p in pods if p.spec and p.spec.node_name}
+        if not names:
+            return set()
+        return {n.metadata.name for n in self.core.list_node().items
+                if n.metadata.name in names
+                and (n.metadata.annotations or {}).get("kwok.x-k8s.io/node") == "fake"}
+
     def delete_jobs(self, namespace: str, cluster: str, timeout: float = 120) -> list[str]:
         """Delete a cluster's Jobs and their pods (a Job's pod template cannot change in place)."""
         names = [j.metadata.name for j in self.objects(namespace, cluster).jobs]

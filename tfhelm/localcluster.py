@@ -27,6 +27,7 @@ from pathlib import Path
 
 import yaml
 
+from tfhelm import localnode
 from tfhelm.errors import SpecError, TfhelmError
 
 CLUSTER_NAME = "tfhelm"
@@ -34,11 +35,21 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 # Node placement contract shared with charts/user-env (the "user node").
 USER_NODE_LABEL = ("tfhelm.io/node-role", "user")
 USER_NODE_TAINT = {"key": "tfhelm.io/user-node", "value": "true", "effect": "NoSchedule"}
-NODE_LABEL = "tfhelm.io/local-node"  # marks the nodes this module manages
+NODE_LABEL = "tfhelm.io/local-node"  # marks the kwok nodes this module manages
+# With a real node, kwok nodes carry kwok's own taint: only pods that ask for simulated
+# nodes (tolerate it) land there; everything else runs for real.
+KWOK_TAINT = {"key": "kwok.x-k8s.io/node", "value": "fake", "effect": "NoSchedule"}
+# Namespace annotations that send a namespace's pods to the simulated nodes
+# (admission plugins PodNodeSelector and PodTolerationRestriction).
+SIMULATED_NAMESPACE_ANNOTATIONS = {
+    "scheduler.alpha.kubernetes.io/node-selector": "type=kwok",
+    "scheduler.alpha.kubernetes.io/defaultTolerations": json.dumps(
+        [{"key": KWOK_TAINT["key"], "operator": "Exists", "effect": "NoSchedule"}]),
+}
 STORAGE_CLASS = "standard"
 # What `make testenv` puts in bin/ (and in the per-version cache).
 BINARIES = ("kwokctl", "kwok", "etcd", "kube-apiserver", "kube-controller-manager",
-            "kube-scheduler", "kubectl", "kwok-stages.yaml")
+            "kube-scheduler", "kubectl", "kwok-stages.yaml", *localnode.NODE_BINARIES)
 
 
 class LocalClusterError(TfhelmError):
@@ -85,6 +96,21 @@ def _pinned_versions() -> list[str]:
             if ":=" in line and not line.lstrip().startswith("#")]
 
 
+def cache_dir() -> Path:
+    """The per-user build cache shared by every clone (hack/cached-go-install.sh)."""
+    return Path(os.environ.get("TFHELM_CACHE_DIR")
+                or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "tfhelm")
+
+
+def images_archive() -> Path:
+    """The local images, made by `make images` (hack/images/build.py)."""
+    return cache_dir() / "images" / "images.tar"
+
+
+def _node_paths() -> localnode.Paths:
+    return localnode.Paths(state=local_dir() / "node", containerd=cache_dir() / "containerd")
+
+
 def bin_dir() -> Path:
     """The directory holding every binary in BINARIES (see module docstring)."""
     candidates = [Path(os.environ["TFHELM_BIN_DIR"])] if os.environ.get("TFHELM_BIN_DIR") else []
@@ -94,8 +120,7 @@ def bin_dir() -> Path:
             return d.resolve()
     # Fall back to the per-version build cache (hack/cached-go-install.sh): the
     # binaries sit in one directory per version, so link them into one dir.
-    cache = Path(os.environ.get("TFHELM_CACHE_DIR")
-                 or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "tfhelm")
+    cache = cache_dir()
     found = {}
     for v in _pinned_versions():
         for b in BINARIES:
@@ -163,7 +188,7 @@ def _is_ours(pid: int) -> bool:
 
 # ---------------------------------------------------------------- cluster objects
 
-def _kwokctl_config(bins: Path) -> str:
+def _kwokctl_config(bins: Path, real_node: bool) -> str:
     options = {
         "runtime": "binary",
         "bindAddress": "127.0.0.1",
@@ -194,15 +219,37 @@ def _kwokctl_config(bins: Path) -> str:
             "extraArgs": [{"key": "enable-hostpath-provisioner", "value": "true"}],
         }],
     }
+    if real_node:
+        options["kubeApiserverCertSANs"] = [localnode.HOST_IP, localnode.KUBERNETES_SERVICE_IP]
+        pki = _cluster_dir() / "pki"
+        apiserver = {
+            # Also on the host end of the node's veth: the kubelet, kube-proxy, CoreDNS and
+            # pods (through the `kubernetes` Service) reach the API server there.
+            "bind-address": "0.0.0.0",
+            "advertise-address": localnode.HOST_IP,
+            "service-cluster-ip-range": localnode.SERVICE_CIDR,
+            "kubelet-preferred-address-types": "InternalIP",
+            "kubelet-client-certificate": str(pki / "admin.crt"),
+            "kubelet-client-key": str(pki / "admin.key"),
+            "enable-admission-plugins": "PodNodeSelector,PodTolerationRestriction",
+        }
+        kwok = {  # kwok must leave the real node alone
+            "manage-all-nodes": "false",
+            "manage-nodes-with-annotation-selector": "kwok.x-k8s.io/node=fake",
+        }
+        config["componentsPatches"] += [
+            {"name": "kube-apiserver", "extraArgs": [{"key": k, "value": v} for k, v in apiserver.items()]},
+            {"name": "kwok-controller", "extraArgs": [{"key": k, "value": v} for k, v in kwok.items()]},
+        ]
     return yaml.safe_dump(config, sort_keys=False)
 
 
-def _node(name: str, *, user: bool = False, gpus: int = 0) -> dict:
+def _node(name: str, *, user: bool = False, gpus: int = 0, real_node: bool = False) -> dict:
     labels = {
         "kubernetes.io/hostname": name, "kubernetes.io/os": "linux",
         "kubernetes.io/arch": "amd64", "type": "kwok", NODE_LABEL: "true",
     }
-    taints = []
+    taints = [KWOK_TAINT] if real_node else []
     if user:
         labels[USER_NODE_LABEL[0]] = USER_NODE_LABEL[1]
         labels["node-role.kubernetes.io/user"] = ""
@@ -225,10 +272,10 @@ def node_names(nodes: int) -> list[str]:
     return [f"{CLUSTER_NAME}-worker-{i}" for i in range(nodes - 1)] + [f"{CLUSTER_NAME}-user"]
 
 
-def _objects(nodes: int) -> list[dict]:
+def _objects(nodes: int, real_node: bool) -> list[dict]:
     names = node_names(nodes)
-    objs = [_node(n, gpus=8 if i == 0 else 0) for i, n in enumerate(names[:-1])]
-    objs.append(_node(names[-1], user=True))
+    objs = [_node(n, gpus=8 if i == 0 else 0, real_node=real_node) for i, n in enumerate(names[:-1])]
+    objs.append(_node(names[-1], user=True, real_node=real_node))
     objs.append({
         "apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
         "metadata": {"name": STORAGE_CLASS,
@@ -240,8 +287,8 @@ def _objects(nodes: int) -> list[dict]:
     return objs
 
 
-def _apply_objects(bins: Path, nodes: int) -> None:
-    _kubectl(bins, "apply", "-f", "-", input=yaml.safe_dump_all(_objects(nodes)))
+def _apply_objects(bins: Path, nodes: int, real_node: bool) -> None:
+    _kubectl(bins, "apply", "-f", "-", input=yaml.safe_dump_all(_objects(nodes, real_node)))
     # Drop nodes of an earlier `up` with a larger --nodes.
     current = _kubectl(bins, "get", "nodes", "-l", NODE_LABEL, "-o", "name").stdout.split()
     stale = [n for n in current if n.removeprefix("node/") not in node_names(nodes)]
@@ -249,15 +296,14 @@ def _apply_objects(bins: Path, nodes: int) -> None:
         _kubectl(bins, "delete", "--wait=false", *stale)
     _kubectl(bins, "wait", "--for=condition=Ready", "node", "-l", NODE_LABEL, "--timeout=120s",
              timeout=130)
-    _wait_schedulable(bins)
 
 
-def _wait_schedulable(bins: Path, timeout: float = 60) -> None:
+def _wait_schedulable(bins: Path, selector: str, timeout: float = 60) -> None:
     """Until the node lifecycle controller lifted the `node.kubernetes.io/not-ready` (and
     similar) taints it puts on new nodes: Ready alone comes a moment earlier."""
     deadline = time.monotonic() + timeout
     while True:
-        nodes = json.loads(_kubectl(bins, "get", "nodes", "-l", NODE_LABEL, "-o", "json").stdout)["items"]
+        nodes = json.loads(_kubectl(bins, "get", "nodes", "-l", selector, "-o", "json").stdout)["items"]
         pending = [n["metadata"]["name"] for n in nodes
                    if any(t["key"].startswith("node.kubernetes.io/") for t in n["spec"].get("taints", []))]
         if not pending:
@@ -285,33 +331,69 @@ def status() -> ClusterInfo | None:
     return ClusterInfo(CLUSTER_NAME, kubeconfig, server, [n.removeprefix("node/") for n in nodes])
 
 
-def up(nodes: int = 3) -> ClusterInfo:
-    """Start the local cluster with `nodes` fake nodes (idempotent).
+def _mode_file() -> Path:
+    return local_dir() / "real-node"
 
-    nodes-1 plain workers (the first advertises nvidia.com/gpu: 8) and one user
-    node labelled tfhelm.io/node-role=user and tainted tfhelm.io/user-node=true.
+
+def has_real_node() -> bool:
+    """True if the running local cluster was started with its real node."""
+    return _mode_file().is_file()
+
+
+def up(nodes: int = 3, real_node: bool = True) -> ClusterInfo:
+    """Start the local cluster (idempotent): a real node (see tfhelm.localnode) unless
+    real_node is False, and `nodes` simulated kwok nodes.
+
+    nodes-1 plain kwok workers (the first advertises nvidia.com/gpu: 8) and one user
+    node labelled tfhelm.io/node-role=user and tainted tfhelm.io/user-node=true. With a
+    real node, kwok nodes are tainted (KWOK_TAINT): pods run for real unless their
+    namespace asks for simulated nodes (SIMULATED_NAMESPACE_ANNOTATIONS).
     """
     if nodes < 2:
         raise SpecError("nodes", f"{nodes} is too few", "use at least 2: a worker and the user node")
     bins = bin_dir()
-    if status() is None:
-        if _cluster_dir().is_dir():
+    if real_node and not images_archive().is_file():
+        raise LocalClusterError(f"no local images at {images_archive()}; run `make images`")
+    running = status()
+    if running is not None and (has_real_node() != real_node
+                                or (real_node and not localnode.running(_node_paths()))):
+        down()  # started in the other mode, or its node died: start over
+        running = None
+    if running is None:
+        if _cluster_dir().is_dir() or localnode.running(_node_paths()):
             # Left from an earlier run (e.g. killed processes, a reboot): the
             # local cluster holds nothing worth keeping, so start over.
             down()
         local_dir().mkdir(parents=True, exist_ok=True)
         config = local_dir() / "kwokctl.yaml"
-        config.write_text(_kwokctl_config(bins))
+        config.write_text(_kwokctl_config(bins, real_node))
         _run([str(bins / "kwokctl"), "--name", CLUSTER_NAME,
               "--config", str(bins / "kwok-stages.yaml"), "--config", str(config),
               "create", "cluster", "--runtime", "binary",
               "--kubeconfig", str(kubeconfig_path()), "--wait", "2m"], bins, timeout=240)
         _kubectl(bins, "config", "use-context", f"kwok-{CLUSTER_NAME}")
-    _apply_objects(bins, nodes)
+        if real_node:
+            _start_real_node(bins)
+    _apply_objects(bins, nodes, real_node)
+    _wait_schedulable(bins, NODE_LABEL)
+    if real_node:
+        _kubectl(bins, "wait", "--for=condition=Ready", f"node/{localnode.NAME}", "--timeout=120s", timeout=130)
+        _wait_schedulable(bins, "tfhelm.io/real-node=true")
     info = status()
     if info is None:
         raise LocalClusterError(f"local cluster did not come up; logs in {_cluster_dir() / 'logs'}")
     return info
+
+
+def _start_real_node(bins: Path) -> None:
+    server = yaml.safe_load(kubeconfig_path().read_text())["clusters"][0]["cluster"]["server"]
+    port = int(server.rsplit(":", 1)[1])
+    _mode_file().write_text(localnode.NAME)
+    try:
+        localnode.start(_node_paths(), bins, port, _cluster_dir() / "pki", images_archive(),
+                        lambda *args, check=True: _kubectl(bins, *args, check=check))
+    except localnode.LocalNodeError as e:
+        raise LocalClusterError(str(e)) from e
 
 
 def _remove_provisioned_volumes(bins: Path) -> None:
@@ -327,7 +409,8 @@ def _remove_provisioned_volumes(bins: Path) -> None:
 
 
 def down() -> None:
-    """Stop the local cluster and remove its state; no process or port is left."""
+    """Stop the local cluster and remove its state; no process, port, mount, network
+    namespace or cgroup is left."""
     pids = _pids()
     if _cluster_dir().is_dir():
         try:
@@ -337,6 +420,8 @@ def down() -> None:
                   "--kubeconfig", str(kubeconfig_path())], bins, check=False, timeout=120)
         except LocalClusterError:
             pass  # no binaries: fall through to killing by pid
+    localnode.stop(_node_paths())
+    _mode_file().unlink(missing_ok=True)
     # kwokctl SIGKILLs what its pid files name; make sure nothing survived.
     for pid in pids:
         if _is_ours(pid):
@@ -358,6 +443,8 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     up_p = sub.add_parser("up", help="start the local cluster (idempotent)")
     up_p.add_argument("--nodes", type=int, default=3)
+    up_p.add_argument("--no-real-node", dest="real_node", action="store_false",
+                      help="kwok nodes only: no pod really runs")
     sub.add_parser("down", help="stop it and remove its state")
     sub.add_parser("status", help="show it; exit 1 if it is not running")
     args = parser.parse_args(argv)
@@ -366,7 +453,7 @@ def main(argv: list[str] | None = None) -> int:
             down()
             print("local cluster stopped")
             return 0
-        info = up(args.nodes) if args.command == "up" else status()
+        info = up(args.nodes, args.real_node) if args.command == "up" else status()
     except TfhelmError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1

@@ -15,8 +15,9 @@ from tfhelm.spec import Shape
 
 
 def wait_for_training(kube: Kube, namespace: str, name: str, shape: Shape, console: Console,
-                      timeout: float = 3600, poll: float = 1.0) -> str:
-    """Until the training is decided (the reaper's rule); returns "Complete" or "Failed"."""
+                      timeout: float = 3600, poll: float = 1.0) -> tuple[str, bool]:
+    """Until the training is decided (the reaper's rule); returns "Complete" or "Failed",
+    and whether the pods only ran on simulated (kwok) nodes, where no container runs."""
     total = sum(shape.count(r) for r in ("chief", "worker", "ps", "evaluator"))
     finishing = "chief" if shape.chief else "worker"
     goal = 1 if shape.chief else shape.workers
@@ -46,7 +47,8 @@ def wait_for_training(kube: Kube, namespace: str, name: str, shape: Shape, conso
             last = counts
             outcome = status.training_done(jobs)
             if outcome:
-                return outcome
+                return outcome, bool(objs.pods) and kube.simulated_nodes(objs.pods) == {
+                    p.spec.node_name for p in objs.pods if p.spec.node_name}
             if time.monotonic() > deadline:
                 raise TfhelmError(f"{namespace}/{name}: training not finished after {timeout:.0f}s")
             time.sleep(poll)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import secrets
+import time
 from dataclasses import dataclass
 from typing import Callable, TypeVar
 
@@ -56,7 +57,9 @@ async def add(opts: users.UserOptions, helm: Helm, kube: Kube, notify: Notify = 
         notify(f"created the notebook's login token in Secret {ns}/{users.token_secret()}")
     try:
         notify(f"installing release {ns}/{users.RELEASE}")
-        await helm.install_or_upgrade(users.RELEASE, values, ns, chart=users.CHART)
+        # No wait here: a slow first pull of one image must not roll back the workspace
+        # (wait_ready() reports what is still starting instead).
+        await helm.install_or_upgrade(users.RELEASE, values, ns, chart=users.CHART, wait=False)
     except Exception:
         if created_ns:
             notify(f"deleting namespace {ns} again")
@@ -65,6 +68,39 @@ async def add(opts: users.UserOptions, helm: Helm, kube: Kube, notify: Notify = 
             _api(f"secret {ns}/{users.token_secret()}",
                  lambda: kube.core.delete_namespaced_secret(users.token_secret(), ns))
         raise
+
+
+def not_ready(user: str, kube: Kube) -> dict[str, str]:
+    """The workspace's Deployments that are not available yet, each with the reason its
+    pod gives (e.g. `ContainerCreating`, `ImagePullBackOff`)."""
+    ns = users.user_namespace(user)
+    selector = f"app.kubernetes.io/instance={users.RELEASE}"
+    waiting: dict[str, str] = {}
+    for d in kube.apps.list_namespaced_deployment(ns, label_selector=selector).items:
+        if (d.status.available_replicas or 0) >= (d.spec.replicas or 0):
+            continue
+        component = (d.metadata.labels or {}).get("app.kubernetes.io/component", d.metadata.name)
+        reason = "starting"
+        match = ",".join(f"{k}={v}" for k, v in (d.spec.selector.match_labels or {}).items())
+        for pod in kube.core.list_namespaced_pod(ns, label_selector=match).items:
+            for cs in pod.status.container_statuses or []:
+                if cs.state and cs.state.waiting:
+                    reason = cs.state.waiting.reason or reason
+            if pod.status.phase == "Pending" and not pod.spec.node_name:
+                reason = "not scheduled yet"
+        waiting[component] = reason
+    return waiting
+
+
+def wait_ready(user: str, kube: Kube, timeout: float, progress: Notify = lambda _: None) -> dict[str, str]:
+    """Wait until every component is available or timeout passed; returns what is not."""
+    deadline = time.monotonic() + timeout
+    while True:
+        waiting = not_ready(user, kube)
+        if not waiting or time.monotonic() > deadline:
+            return waiting
+        progress(", ".join(f"{c} ({r})" for c, r in sorted(waiting.items())))
+        time.sleep(1)
 
 
 def _user_of(ns: client.V1Namespace) -> str | None:

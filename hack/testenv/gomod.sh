@@ -14,7 +14,7 @@ export GOTOOLCHAIN=local GOFLAGS=-mod=mod
 
 case $which in
   k8s)  mod=k8s.io/kubernetes
-        tools=(cmd/kube-apiserver cmd/kube-controller-manager cmd/kube-scheduler cmd/kubectl) ;;
+        tools=(cmd/kube-apiserver cmd/kube-controller-manager cmd/kube-scheduler cmd/kubectl cmd/kubelet cmd/kube-proxy) ;;
   etcd) mod=go.etcd.io/etcd/server/v3
         tools=("") ;;  # the module root is etcd's main package
   *) echo "usage: $0 k8s|etcd VERSION" >&2; exit 2 ;;

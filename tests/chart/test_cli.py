@@ -30,7 +30,7 @@ def test_up_dry_run_prints_eight_workers_with_their_tf_config():
     workers = sorted(i for role, i in configs if role == "worker")
     assert workers == list(range(8))
     assert configs[("worker", 5)]["task"] == {"type": "worker", "index": 5}
-    assert configs[("worker", 5)]["cluster"]["ps"] == ["demo-ps-0.default.svc:2222", "demo-ps-1.default.svc:2222"]
+    assert configs[("worker", 5)]["cluster"]["ps"] == ["demo-ps-0.default.svc.cluster.local:2222", "demo-ps-1.default.svc.cluster.local:2222"]
 
 
 def test_dry_run_shows_both_releases():
@@ -73,7 +73,7 @@ def test_tfconfig_for_a_notebook_driving_an_in_graph_cluster():
     config = json.loads(result.stdout)
     assert config["task"] == {"type": "chief", "index": 0}
     assert config["cluster"]["chief"] == ["10.0.0.7:2222"]
-    assert config["cluster"]["worker"] == ["m-worker-0.m-worker.u.svc:2222", "m-worker-1.m-worker.u.svc:2222"]
+    assert config["cluster"]["worker"] == ["m-worker-0.m-worker.u.svc.cluster.local:2222", "m-worker-1.m-worker.u.svc.cluster.local:2222"]
 
 
 @pytest.mark.parametrize("args,message", [

@@ -39,7 +39,7 @@ def test_name_overrides():
     assert {d["metadata"]["name"] for d in by_kind(m, "Deployment")} == {"big-ps-0", "big-ps-1", "big-reaper"}
     configs = task_tf_configs([o for o in m if o["metadata"]["name"] != "big-reaper"])
     assert configs[("worker", 1)]["cluster"] == cluster_spec_of({**FULL, "fullnameOverride": "big"}, "team-a", "rel")
-    assert configs[("worker", 1)]["cluster"]["ps"][0] == "big-ps-0.team-a.svc:2222"
+    assert configs[("worker", 1)]["cluster"]["ps"][0] == "big-ps-0.team-a.svc.cluster.local:2222"
     # clusterName wins over fullnameOverride
     named = render({"clusterName": "c", "fullnameOverride": "big"})
     assert {j["metadata"]["name"] for j in by_kind(named, "Job")} == {"c-worker"}

@@ -73,7 +73,7 @@ def test_every_task_gets_its_own_tf_config():
                                ("worker", 0), ("worker", 1), ("worker", 2)]
     for (role, index), cfg in configs.items():
         assert cfg["task"] == {"type": role, "index": index}
-        assert cfg["cluster"]["worker"][2] == "mnist-worker-2.mnist-worker.team-a.svc:2222"
+        assert cfg["cluster"]["worker"][2] == "mnist-worker-2.mnist-worker.team-a.svc.cluster.local:2222"
     cluster_json = json.loads(by_kind(m, "ConfigMap")[0]["data"]["cluster.json"])
     assert all(cfg["cluster"] == cluster_json for cfg in configs.values())
 

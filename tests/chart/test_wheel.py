@@ -74,7 +74,7 @@ def test_installed_cli_renders_a_cluster_from_another_directory(installed, tmp_p
               path=f"{helm_dir}:/usr/bin:/bin", cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     configs = task_tf_configs([d for d in yaml.safe_load_all(res.stdout) if d])
-    assert configs[("worker", 2)]["cluster"]["ps"] == ["demo-ps-0.team-a.svc:2222"]
+    assert configs[("worker", 2)]["cluster"]["ps"] == ["demo-ps-0.team-a.svc.cluster.local:2222"]
     users = run(installed, "user", "add", "alice", "--dry-run", path=f"{helm_dir}:/usr/bin:/bin", cwd=tmp_path)
     assert users.returncode == 0, users.stderr
     assert any(d["kind"] == "Namespace" or d["kind"] == "Deployment"

@@ -54,3 +54,15 @@ def test_a_missing_file_fails_at_once(server, tmp_path):
 def test_an_unreachable_server_is_retried(tmp_path):
     result = fetch("http://127.0.0.1:9/train.py", str(tmp_path / "out.py"), "")
     assert result.returncode == 1 and "attempt 5 failed" in result.stderr
+
+
+def test_the_py_files_listed_beside_the_script_come_along(server, tmp_path):
+    # The file server (nginx autoindex, here http.server) lists the script's directory.
+    (tmp_path / "helpers.py").write_text("X = 1\n")
+    (tmp_path / "notes.txt").write_text("not code\n")
+    dest = tmp_path / "out" / "train.py"
+    dest.parent.mkdir()
+    result = fetch(f"{server}/train.py", str(dest), "")
+    assert result.returncode == 0, result.stderr
+    assert sorted(p.name for p in dest.parent.iterdir()) == ["helpers.py", "train.py"]
+    assert (dest.parent / "helpers.py").read_text() == "X = 1\n"

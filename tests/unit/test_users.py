@@ -48,7 +48,7 @@ def test_options_become_values_without_a_token():
     (UserOptions("a", tensorboard_node_port=40000), "--tensorboard-node-port"),
     (UserOptions("a", node_port=30000, tensorboard_node_port=30000), "--tensorboard-node-port"),
     (UserOptions("a", storage_class="Fast SSD"), "--storage-class"),
-    (UserOptions("a", quota_cpu="500m"), "--quota-cpu"),  # less than the workspace's own pods
+    (UserOptions("a", quota_cpu="300m"), "--quota-cpu"),  # less than the workspace's own pods
     (UserOptions("a", quota_memory="1Gi"), "--quota-memory"),
 ])
 def test_bad_options_name_the_field(opts, field):
@@ -60,7 +60,7 @@ def test_bad_options_name_the_field(opts, field):
 def test_quantities():
     assert users.parse_quantity("650m") == pytest.approx(0.65)
     assert users.parse_quantity("2Gi") == 2 * 2**30 and users.parse_quantity(8) == 8
-    assert users.workspace_requests("cpu") == pytest.approx(0.65)
+    assert users.workspace_requests("cpu") == pytest.approx(0.35)
 
 
 def test_cluster_values_wire_the_users_volumes():
@@ -136,7 +136,7 @@ class FakeHelm:
     async def template(self, release, values, namespace, chart):
         return []
 
-    async def install_or_upgrade(self, release, values, namespace, chart):
+    async def install_or_upgrade(self, release, values, namespace, chart, wait=True):
         if self.fail:
             raise TfhelmError("install failed")
         self.installed[(namespace, release)] = (chart, values)

@@ -7,16 +7,20 @@ import typer
 from tfhelm import localcluster
 from tfhelm.console import cli_errors, err, out
 
-app = typer.Typer(help="The local Kubernetes (real control plane, kwok nodes) for tests and demos.",
+app = typer.Typer(help="The local Kubernetes (real control plane, a real node, kwok nodes) for tests and demos.",
                   no_args_is_help=True)
 
 
 @app.command()
 @cli_errors
-def up(nodes: int = typer.Option(3, "--nodes", help="Fake nodes, one of them the tainted user node.")):
+def up(nodes: int = typer.Option(3, "--nodes", help="Simulated (kwok) nodes, one of them the tainted user node."),
+       real_node: bool = typer.Option(True, "--real-node/--no-real-node",
+                                      help="Also run a real node (kubelet, containerd): pods really run.")):
     """Start the local cluster (idempotent) and print the KUBECONFIG export line."""
-    with err.status("starting etcd, kube-apiserver, controller-manager, scheduler and kwok…"):
-        info = localcluster.up(nodes)
+    what = "etcd, kube-apiserver, controller-manager, scheduler, kwok" + (
+        " and the real node (kubelet, containerd, CoreDNS, kube-proxy)" if real_node else "")
+    with err.status(f"starting {what}…"):
+        info = localcluster.up(nodes, real_node)
     err.print(f"[green]✓[/green] local cluster at {info.server} with nodes: {', '.join(info.nodes)}")
     out.print(info.export_line, markup=False, highlight=False, soft_wrap=True)
 

@@ -36,6 +36,8 @@ def add(name: str = NameArg,
         node_port: Optional[int] = typer.Option(None, "--node-port", help="Node port of the notebook."),
         tensorboard_node_port: Optional[int] = typer.Option(
             None, "--tensorboard-node-port", help="Node port of TensorBoard."),
+        timeout: float = typer.Option(600, "--timeout", help="Seconds to wait for the workspace to start; "
+                                      "what is still starting then is reported and kept."),
         dry_run: bool = typer.Option(False, "--dry-run", help="Print the manifests; touch no cluster.")):
     """Create (or update) a user's namespace, login token and workspace."""
     opts = users.UserOptions(name, storage_class, quota_cpu, quota_memory, node_port,
@@ -45,8 +47,18 @@ def add(name: str = NameArg,
         out.print(deploy.manifests_yaml({users.RELEASE: manifests}), end="", markup=False,
                   highlight=False, soft_wrap=True)
         return
-    run_sync(userenv.add(opts, Helm(), Kube(), notify=_notify))
+    kube = Kube()
+    run_sync(userenv.add(opts, Helm(), kube, notify=_notify))
     ns = users.user_namespace(name)
+    with err.status("waiting for the workspace to start") as spinner:
+        waiting = userenv.wait_ready(name, kube, timeout,
+                                     lambda what: spinner.update(f"waiting for {what}"))
+    if waiting:
+        still = ", ".join(f"{c} ({r})" for c, r in sorted(waiting.items()))
+        err.print(f"[yellow]![/yellow] workspace of [bold]{name}[/bold] installed in {ns}, still starting "
+                  f"after {timeout:.0f}s: {still}. Nothing was removed; check again with "
+                  f"`kubectl get pods -n {ns}`.")
+        raise typer.Exit(4)
     err.print(f"[green]✓[/green] workspace of [bold]{name}[/bold] in namespace {ns}")
     err.print(f"  URLs and login token:  tfhelm user url {name}\n"
               f"  train with it:         tfhelm up --user {name} --workers 2 --script train.py\n"

@@ -38,6 +38,11 @@ spec:
   {{- end }}
   automountServiceAccountToken: false
   enableServiceLinks: false
+  # TF_CONFIG hosts are fully qualified: look them up as they are first, not through
+  # the search list (ndots 5 would try three NXDOMAIN answers before each of them).
+  dnsConfig:
+    options:
+      - {name: ndots, value: "1"}
   securityContext:
     {{- toYaml $v.podSecurityContext | nindent 4 }}
   {{- with $v.imagePullSecrets }}
@@ -110,11 +115,10 @@ spec:
         - name: TF_CONFIG
           value: {{ printf "{\"cluster\":%s,\"task\":{\"index\":$(TFHELM_TASK_INDEX),\"type\":\"%s\"}}" $clusterJson $role | squote }}
         {{- end }}
-        {{- if not $isPS }}
+        {{- /* PS too: under ParameterServerStrategy each PS writes its variables' shard of a checkpoint. */}}
         - {name: TFHELM_DATA_DIR, value: {{ $v.storage.data.mountPath }}}
         - {name: TFHELM_LOG_DIR, value: "{{ $v.storage.logs.mountPath }}/{{ $name }}"}
         - {name: TFHELM_CHECKPOINT_DIR, value: "{{ $v.storage.logs.mountPath }}/{{ $name }}/checkpoints"}
-        {{- end }}
         - {name: HOME, value: /tmp}
         - {name: PYTHONUNBUFFERED, value: "1"}
         {{- with $r.env }}
@@ -140,13 +144,11 @@ spec:
       volumeMounts:
         - {name: tfhelm-config, mountPath: /etc/tfhelm, readOnly: true}
         - {name: tmp, mountPath: /tmp}
-        {{- if not $isPS }}
-        {{- if ne $v.code.source "image" }}
+        {{- if and (not $isPS) (ne $v.code.source "image") }}
         - {name: code, mountPath: {{ $v.code.mountPath }}}
         {{- end }}
         - {name: data, mountPath: {{ $v.storage.data.mountPath }}}
         - {name: logs, mountPath: {{ $v.storage.logs.mountPath }}}
-        {{- end }}
         {{- with $r.extraVolumeMounts }}
         {{- toYaml . | nindent 8 }}
         {{- end }}
@@ -163,6 +165,7 @@ spec:
       configMap:
         name: {{ include "tf-cluster.codeConfigName" $root }}
     {{- end }}
+    {{- end }}
     {{- range $vol := list "data" "logs" }}
     {{- if (index $v.storage $vol).enabled }}
     - name: {{ $vol }}
@@ -170,7 +173,6 @@ spec:
         claimName: {{ include "tf-cluster.pvcName" (dict "root" $root "volume" $vol) }}
     {{- else }}
     - {name: {{ $vol }}, emptyDir: {}}
-    {{- end }}
     {{- end }}
     {{- end }}
     {{- with $r.extraVolumes }}

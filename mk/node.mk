@@ -1,0 +1,45 @@
+# The local cluster's real node (tfhelm/localnode.py): kubelet and kube-proxy come with the
+# Kubernetes build in mk/testenv.mk; here containerd and CoreDNS from Go modules (cached per
+# version like every binary), Debian's runc, CNI plugins, iptables and bindfs, and the
+# images, built without a registry by hack/images/build.py into the per-user cache.
+# Needs root, as the node itself does.
+
+NODE_BINS      := containerd containerd-shim-runc-v2 ctr coredns
+NODE_APT       := runc containernetworking-plugins iptables conntrack bindfs debootstrap gcc libc6-dev
+TFHELM_CACHE   := $(or $(TFHELM_CACHE_DIR),$(or $(XDG_CACHE_HOME),$(HOME)/.cache)/tfhelm)
+IMAGES         := $(TFHELM_CACHE)/images/images.tar
+NOTEBOOK_VERSION    := 7.6.5
+TENSORBOARD_VERSION := 2.21.0
+TFHELM_VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml)
+
+.PHONY: node node-deps images
+node: node-deps $(addprefix $(BIN)/,$(NODE_BINS)) ## The real node's binaries and host packages (cached)
+
+node-deps: ## Debian packages the real node needs (installed when missing)
+	@missing=$$(for p in $(NODE_APT); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'ok installed' || echo $$p; done); \
+	if [ -n "$$missing" ]; then echo ">> apt-get install $$missing"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; fi
+
+$(BIN)/containerd $(BIN)/containerd-shim-runc-v2 $(BIN)/ctr &: mk/versions.mk
+	hack/cached-go-install.sh containerd,containerd-shim-runc-v2,ctr $(CONTAINERD_VERSION) $(BIN) -- \
+	  go install -trimpath -tags no_btrfs \
+	  -ldflags "-s -w -X github.com/containerd/containerd/v2/version.Version=$(CONTAINERD_VERSION)" \
+	  $(foreach c,containerd containerd-shim-runc-v2 ctr,github.com/containerd/containerd/v2/cmd/$(c)@$(CONTAINERD_VERSION))
+
+$(BIN)/coredns: mk/versions.mk
+	hack/cached-go-install.sh coredns $(COREDNS_VERSION) $(BIN) -- \
+	  go install -trimpath -ldflags "-s -w" github.com/coredns/coredns@$(COREDNS_VERSION)
+
+$(BIN)/pause: hack/images/pause.c | node-deps
+	@mkdir -p $(BIN)
+	gcc -static -O2 -s -o $@ $<
+
+# The wheel the notebook and tfhelm images install; rebuilt when the package changes.
+WHEEL_DIR := $(CURDIR)/build/wheel
+$(WHEEL_DIR)/.stamp: pyproject.toml $(shell find tfhelm charts -type f -not -name '*.pyc') | $(VENV)/.installed
+	rm -rf $(WHEEL_DIR) && $(PY) -m pip wheel -q --no-deps -w $(WHEEL_DIR) . && touch $@
+
+images: node-deps $(BIN)/pause $(BIN)/helm $(WHEEL_DIR)/.stamp ## Build the local images (cached; first build ~5 min)
+	python3 hack/images/build.py $(TFHELM_CACHE)/images --helm $(BIN)/helm --pause $(BIN)/pause \
+	  --wheel $$(ls $(WHEEL_DIR)/tfhelm-*.whl) --tensorflow $(TENSORFLOW_VERSION) \
+	  --notebook $(NOTEBOOK_VERSION) --tensorboard $(TENSORBOARD_VERSION) --tfhelm-tag $(TFHELM_VERSION)

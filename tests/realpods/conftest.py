@@ -1,0 +1,95 @@
+"""Fixtures for the `realpods` tier: the chart's pods really run on the local cluster's
+real node (kubelet, containerd, runc, CNI, CoreDNS; images built by `make images`).
+
+The cluster is the one the `cluster` tier uses (started once per session); these tests'
+namespaces carry no simulation annotations, so their pods land on the real node.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+from kubernetes import client
+from kubernetes.client.rest import ApiException
+
+from tests.cluster.conftest import api_client, core, external_cluster, kubeconfig, wait_for  # noqa: F401
+from tfhelm import localcluster
+
+HERE = Path(__file__).parent
+ROOT = HERE.parents[1]
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if HERE in Path(item.path).parents:
+            item.add_marker(pytest.mark.realpods)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def real_node(request, kubeconfig, core, external_cluster):
+    """The tier needs a node where containers run; say so plainly if there is none."""
+    if not any(HERE in Path(i.path).parents for i in request.session.items):
+        return
+    if not external_cluster and not localcluster.has_real_node():
+        pytest.fail("the local cluster runs without its real node (started with --no-real-node?)",
+                    pytrace=False)
+
+
+def run(*args: str, code: int = 0, timeout: float = 900, stdin: str | None = None) -> subprocess.CompletedProcess:
+    """A command as people run it (tfhelm, helm, kubectl), in its own process."""
+    exe = [sys.executable, "-m", "tfhelm.cli", *args[1:]] if args[0] == "tfhelm" else list(args)
+    result = subprocess.run(exe, capture_output=True, text=True, timeout=timeout, input=stdin,
+                            cwd=ROOT, env=os.environ)
+    assert result.returncode == code, f"{' '.join(args)} exited {result.returncode}:\n" \
+                                      f"{result.stdout}\n{result.stderr}"
+    return result
+
+
+@pytest.fixture
+def namespace(request, core):
+    """A fresh namespace enforcing Pod Security "restricted"; its pods run for real."""
+    name = f"rp-{request.node.name[5:30].lower().replace('_', '-').strip('-')}-{uuid.uuid4().hex[:5]}"
+    labels = {f"pod-security.kubernetes.io/{m}": "restricted" for m in ("enforce", "warn", "audit")}
+    core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name, labels=labels)))
+    wait_for(lambda: _exists(lambda: core.read_namespaced_service_account("default", name)), 30,
+             what=f"serviceaccount {name}/default")
+    yield name
+    subprocess.run(["helm", "uninstall", "--all", "-n", name, "--wait=false"], capture_output=True)
+    try:
+        core.delete_namespace(name)
+    except ApiException as e:
+        if e.status != 404:
+            raise
+
+
+def _exists(read) -> bool:
+    try:
+        read()
+        return True
+    except ApiException as e:
+        if e.status == 404:
+            return False
+        raise
+
+
+def volume_dir(core, namespace: str, claim: str) -> Path:
+    """Where a PVC's volume lives on this machine (the local cluster's host-path volumes)."""
+    pvc = wait_for(lambda: (c := core.read_namespaced_persistent_volume_claim(claim, namespace))
+                   .spec.volume_name and c, 60, what=f"pvc {namespace}/{claim} bound")
+    return Path(core.read_persistent_volume(pvc.spec.volume_name).spec.host_path.path)
+
+
+def pod_logs(core, namespace: str, selector: str) -> dict[str, str]:
+    """Every container log of the selected pods (init containers included), by pod."""
+    logs = {}
+    for pod in core.list_namespaced_pod(namespace, label_selector=selector).items:
+        names = [c.name for c in (pod.spec.init_containers or []) + pod.spec.containers]
+        logs[pod.metadata.name] = "\n".join(
+            core.read_namespaced_pod_log(pod.metadata.name, namespace, container=c) for c in names
+            if pod.status.phase != "Pending")
+    return logs

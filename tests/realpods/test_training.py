@@ -1,0 +1,124 @@
+"""The chart's own pods train for real on the local cluster's real node: TensorFlow in
+containers, TF_CONFIG through cluster DNS, checkpoints on the volumes, resumes after
+killed pods, and the reaper (the tfhelm image) removing the parameter servers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+from kubernetes import client
+
+from tfhelm import localnode
+from tfhelm.chart import chart_path
+from tests.tf.helpers import events, latest_checkpoint_step, metrics
+
+from .conftest import pod_logs, run, volume_dir, wait_for
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+SMALL = ["--set", "storage.data.size=64Mi", "--set", "storage.logs.size=64Mi"]
+
+
+def job_done(batch: client.BatchV1Api, ns: str, name: str) -> str | None:
+    job = batch.read_namespaced_job(name, ns)
+    for c in job.status.conditions or []:
+        if c.type in ("Complete", "Failed") and c.status == "True":
+            return c.type
+    return None
+
+
+def cluster_pods(core, ns: str, name: str) -> list:
+    return core.list_namespaced_pod(ns, label_selector=f"tfhelm.io/cluster={name}").items
+
+
+def assert_ran_on_the_real_node(core, ns: str, name: str) -> None:
+    nodes = {p.spec.node_name for p in cluster_pods(core, ns, name)}
+    assert nodes == {localnode.NAME}, nodes
+
+
+def test_plain_helm_install_trains_between_graph_and_the_in_cluster_reaper_removes_the_ps(
+        namespace, core, api_client):
+    """`helm install` alone (the chart is complete): 2 workers and 1 PS train the
+    between-graph example; the reaper Deployment (image tfhelm/tfhelm) uninstalls nothing
+    but the PS once the workers' Job completed."""
+    batch, apps = client.BatchV1Api(api_client), client.AppsV1Api(api_client)
+    script = (EXAMPLES / "ps_between_graph.py").read_text()
+    values = {"worker": {"replicas": 2}, "ps": {"replicas": 1},
+              "code": {"source": "inline", "script": "ps_between_graph.py", "inline": script,
+                       "extraFiles": {"tfhelm_example.py": (EXAMPLES / "tfhelm_example.py").read_text()},
+                       "args": ["--steps", "60", "--checkpoint-every", "20"]},
+              "reaper": {"enabled": True, "grace": 1}}
+    run("helm", "install", "bg", str(chart_path()), "-n", namespace, "-f", "-", *SMALL,
+        stdin=yaml.safe_dump(values))
+    assert wait_for(lambda: job_done(batch, namespace, "bg-worker"), 600, interval=2,
+                    what="the worker Job to finish") == "Complete", pod_logs(core, namespace, "tfhelm.io/cluster=bg")
+    logs = pod_logs(core, namespace, "app.kubernetes.io/component=worker")
+    assert any("loss" in text for text in logs.values()), logs
+    assert_ran_on_the_real_node(core, namespace, "bg")
+    logs_dir = volume_dir(core, namespace, "bg-logs") / "bg"
+    assert latest_checkpoint_step(logs_dir / "checkpoints") >= 60
+    assert events(metrics(logs_dir, "worker-0"), "done")
+    # The reaper, running the tfhelm image in the cluster, removed the PS and only them.
+    wait_for(lambda: not apps.list_namespaced_deployment(
+        namespace, label_selector="app.kubernetes.io/component=ps").items, 180, interval=1,
+        what="the reaper to remove the PS Deployment")
+    assert batch.read_namespaced_job("bg-worker", namespace)
+    assert core.read_namespaced_persistent_volume_claim("bg-logs", namespace)
+
+
+def test_in_graph_checkpoints_from_the_ps_and_resumes_after_killed_tasks(namespace, core, api_client):
+    """ParameterServerStrategy: each PS writes its shard of the checkpoint to the logs
+    volume. The chief crashes right after its first checkpoint and a worker pod is
+    deleted mid-training; the restarted chief restores the checkpoint and finishes."""
+    batch = client.BatchV1Api(api_client)
+    run("tfhelm", "up", "--name", "ig", "-n", namespace, "--chief", "--in-graph", "--workers", "2", "--ps", "1",
+        "--script", "examples/ps_in_graph.py", *SMALL, "--set", "chief.backoffLimitPerIndex=2",
+        "--", "--steps", "80", "--checkpoint-every", "20", "--crash-after-checkpoint", "20")
+    logs_dir = volume_dir(core, namespace, "ig-logs") / "ig"
+    wait_for(lambda: events(metrics(logs_dir, "chief-0"), "checkpoint"), 600, interval=2,
+             what="the chief's first checkpoint")
+    worker = next(p for p in cluster_pods(core, namespace, "ig")
+                  if p.metadata.labels["app.kubernetes.io/component"] == "worker")
+    core.delete_namespaced_pod(worker.metadata.name, namespace)
+    assert wait_for(lambda: job_done(batch, namespace, "ig-chief"), 600, interval=2,
+                    what="the chief Job to finish") == "Complete", pod_logs(core, namespace, "tfhelm.io/cluster=ig")
+    starts = events(metrics(logs_dir, "chief-0"), "start")
+    assert len(starts) == 2 and starts[0]["step"] == 0 and starts[1]["step"] >= 20, starts
+    assert starts[1]["restored"]
+    assert latest_checkpoint_step(logs_dir / "checkpoints") >= 80
+    assert_ran_on_the_real_node(core, namespace, "ig")
+
+
+def test_collective_workers_train_in_lockstep(namespace, core, api_client):
+    batch = client.BatchV1Api(api_client)
+    run("tfhelm", "up", "--name", "mw", "-n", namespace, "--workers", "2", "--ps", "0",
+        "--script", "examples/collective.py", *SMALL, "--", "--steps", "40", "--checkpoint-every", "20")
+    assert wait_for(lambda: job_done(batch, namespace, "mw-worker"), 600, interval=2,
+                    what="the worker Job to finish") == "Complete", pod_logs(core, namespace, "tfhelm.io/cluster=mw")
+    logs_dir = volume_dir(core, namespace, "mw-logs") / "mw"
+    done = [events(metrics(logs_dir, f"worker-{i}"), "done") for i in (0, 1)]
+    assert all(done), done
+    assert latest_checkpoint_step(logs_dir / "checkpoints") >= 40
+
+
+def test_a_killed_ps_is_replaced_and_training_resumes_from_its_checkpoint(namespace, core):
+    """Between-graph: the PS pod is deleted mid-training. Its Deployment starts a new one
+    (with empty variables); the workers fail, their Job restarts them, and the chief
+    restores the checkpoint into the new PS; `tfhelm up --wait --reap` then reaps."""
+    run("tfhelm", "up", "--name", "kp", "-n", namespace, "--workers", "2", "--ps", "1",
+        "--script", "examples/ps_between_graph.py", *SMALL, "--set", "worker.backoffLimitPerIndex=3",
+        "--", "--steps", "400", "--checkpoint-every", "20")
+    logs_dir = volume_dir(core, namespace, "kp-logs") / "kp"
+    wait_for(lambda: events(metrics(logs_dir, "worker-0"), "checkpoint"), 600, interval=1,
+             what="the first checkpoint")
+    ps = next(p for p in cluster_pods(core, namespace, "kp")
+              if p.metadata.labels["app.kubernetes.io/component"] == "ps")
+    core.delete_namespaced_pod(ps.metadata.name, namespace, grace_period_seconds=0)
+    result = run("tfhelm", "reap", "kp", "-n", namespace, "--grace", "1", timeout=900)
+    assert "reaped" in (result.stdout + result.stderr).lower()
+    starts = events(metrics(logs_dir, "worker-0"), "start")
+    assert len(starts) >= 2 and starts[-1]["step"] >= 20, starts
+    assert latest_checkpoint_step(logs_dir / "checkpoints") >= 400
+    assert not [p for p in cluster_pods(core, namespace, "kp")
+                if p.metadata.labels["app.kubernetes.io/component"] == "ps"
+                and p.metadata.deletion_timestamp is None and p.status.phase == "Running"]

@@ -11,9 +11,9 @@ CHART_TGZS  := $(foreach c,$(CHARTS),$(DIST)/charts/$(c)-$(call chart_version,$(
 package: helm ## Versioned chart archives in dist/charts/ (and the wheel in dist/)
 	@mkdir -p $(DIST)/charts
 	$(BIN)/helm package $(addprefix charts/,$(CHARTS)) -d $(DIST)/charts
-	rm -rf build  # setuptools keeps deleted files in build/lib and would ship them
+	rm -rf build/lib build/bdist.*  # setuptools keeps deleted files there and would ship them
 	$(PY) -m pip wheel -q --no-deps --no-build-isolation -w $(DIST) .
-	rm -rf build
+	rm -rf build/lib build/bdist.*
 
 publish: package ## Push the chart archives to OCI_REPO (e.g. oci://HOST/charts); HELM_PUSH_FLAGS=--plain-http for a local registry
 	@[ -n "$(OCI_REPO)" ] || { echo "set OCI_REPO, e.g. make publish OCI_REPO=oci://registry.example.com/charts" >&2; exit 2; }

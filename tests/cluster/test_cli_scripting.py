@@ -10,7 +10,19 @@ import sys
 import yaml
 from kubernetes import config as kconfig
 
+from tfhelm.chart import chart_path
+from tfhelm.helm import helm_executable
+
 from .conftest import wait_for
+
+
+def helm_cluster(name: str, namespace: str, workers: int, ps: int) -> None:
+    """A TF cluster installed by plain Helm in one release (list/status/logs find clusters
+    however they were installed), waited for until its worker Job is complete."""
+    res = subprocess.run([helm_executable(), "install", name, str(chart_path()), "-n", namespace,
+                          "--set", f"worker.replicas={workers}", "--set", f"ps.replicas={ps}",
+                          "--wait", "--wait-for-jobs", "--timeout", "3m"], capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
 
 
 def tfhelm(*args: str, code: int = 0) -> subprocess.CompletedProcess:
@@ -22,7 +34,7 @@ def tfhelm(*args: str, code: int = 0) -> subprocess.CompletedProcess:
 
 def test_list_and_status_for_scripts(namespace, kubeconfig):
     long = "a-cluster-name-long-enough-to-be-cut-by-a-table"  # 47 characters
-    tfhelm("up", "--name", long, "-n", namespace, "--workers", "2", "--ps", "1", "--wait", "--timeout", "120")
+    helm_cluster(long, namespace, workers=2, ps=1)
     tfhelm("up", "--name", "second", "-n", namespace, "--workers", "1", "--ps", "0")
 
     rows = json.loads(tfhelm("list", "-n", namespace, "-o", "json").stdout)
@@ -65,7 +77,7 @@ def test_kube_context_and_kubeconfig_options(namespace, kubeconfig, monkeypatch,
 def test_logs_covers_every_task_in_status_order(namespace):
     """Every task appears, prefixed, in status order: its log on stdout, or (a pod whose
     node serves no log, like kwok's here) one note on stderr. Never a traceback."""
-    tfhelm("up", "--name", "lg", "-n", namespace, "--workers", "2", "--ps", "1", "--wait", "--timeout", "120")
+    helm_cluster("lg", namespace, workers=2, ps=1)
     res = tfhelm("logs", "lg", "-n", namespace)
     seen = [line.split("]")[0] + "]" for line in (res.stdout + res.stderr).splitlines() if line.startswith("[")]
     assert list(dict.fromkeys(seen)) == ["[worker-0]", "[worker-1]", "[ps-0]"], res.stdout + res.stderr

@@ -42,15 +42,15 @@ docs: helm-docs ## Regenerate the charts' READMEs from their values.yaml comment
 test-unit: install ## Pure Python tests
 	$(PYTEST) tests/unit
 
-test-chart: install helm-docs ## helm lint/template tests and schema rejections
+test-chart: install helm-docs helm3 ## helm lint/template tests and schema rejections
 	$(PYTEST) tests/chart
 
--include mk/testenv.mk mk/tf.mk mk/node.mk
+-include mk/testenv.mk mk/tf.mk mk/node.mk mk/package.mk
 
-test: install helm-docs testenv node images tf-deps ## Every tier: unit, chart, cluster, tf, real pods
+test: install helm-docs helm3 testenv node images tf-deps registry ## Every tier: unit, chart, cluster, tf, real pods
 	$(PYTEST) tests $(PYTEST_ARGS)
 
-test-cluster: install testenv node images ## The cluster tier against the local control plane
+test-cluster: install testenv node images registry ## The cluster tier against the local control plane
 	$(PYTEST) tests/cluster $(PYTEST_ARGS)
 
 demo: install testenv node images ## The main job, for real: 8 workers and 2 PS train on the local cluster's real node
@@ -58,4 +58,4 @@ demo: install testenv node images ## The main job, for real: 8 workers and 2 PS 
 
 clean: ## Stop the local cluster, remove build outputs (the per-user binary cache stays)
 	-[ -x $(PY) ] && $(PY) -m tfhelm.localcluster down
-	rm -rf $(BIN) $(VENV) .pytest_cache .tfhelm
+	rm -rf $(BIN) $(VENV) .pytest_cache .tfhelm $(DIST)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import hashlib
 import os
 from functools import cache
 from pathlib import Path
@@ -11,9 +12,35 @@ import yaml
 
 
 def charts_dir() -> Path:
-    """`TFHELM_CHARTS_DIR`, else the repository's `charts/` next to this package."""
+    """`TFHELM_CHARTS_DIR`, else the charts installed with the package (a wheel carries
+    them as `tfhelm/charts/`), else the source checkout's `charts/` next to the package."""
     env = os.environ.get("TFHELM_CHARTS_DIR")
-    return Path(env) if env else Path(__file__).resolve().parent.parent / "charts"
+    if env:
+        return Path(env)
+    here = Path(__file__).resolve().parent
+    installed = here / "charts"
+    return installed if (installed / "tf-cluster" / "Chart.yaml").is_file() else here.parent / "charts"
+
+
+# What a chart version pins: everything that changes what it renders. README and Chart.yaml
+# (metadata) may change within a version.
+_UNPINNED = {"README.md", "README.md.gotmpl", ".helmignore", "Chart.yaml"}
+
+
+def chart_digest(chart: str = "tf-cluster", root: Path | None = None) -> str:
+    """sha256 over the chart's templates, files, values and schema (paths and bytes)."""
+    base = (root or charts_dir()) / chart
+    h = hashlib.sha256()
+    for p in sorted(x for x in base.rglob("*") if x.is_file()):
+        rel = p.relative_to(base).as_posix()
+        if rel in _UNPINNED or "__pycache__" in p.parts:
+            continue
+        h.update(rel.encode() + b"\0" + p.read_bytes() + b"\0")
+    return "sha256:" + h.hexdigest()
+
+
+def chart_version(chart: str = "tf-cluster") -> str:
+    return yaml.safe_load((chart_path(chart) / "Chart.yaml").read_text())["version"]
 
 
 def chart_path(chart: str = "tf-cluster") -> Path:

@@ -3,25 +3,54 @@ side-effect layer (deploy, helm, kube). Errors become one red line and an exit c
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Optional
 
 import typer
-import yaml
-from rich.table import Table
 
-from tfhelm import deploy, spec, status, users, uservalues
+from tfhelm import deploy, gitops, spec, status, users, uservalues
 from tfhelm.console import OneLineErrors, cli_errors, err, out
 from tfhelm.errors import SpecError, TrainingFailed
 from tfhelm.helm import Helm, run_sync
-from tfhelm.kube import Kube, namespace_or_current
+from tfhelm.kube import CONTEXT_ENV, Kube, namespace_or_current
+from tfhelm.output import OutputOpt, check_format, emit, table
 from tfhelm.values import ClusterOptions, cluster_spec_of, compute_values, generate_name, shape_of
 
 app = typer.Typer(help="Distributed TensorFlow on Kubernetes from a few parameters. Exit codes: "
                   "0 done, 1 training failed, 2 bad input, 3 no cluster or forbidden, 4 timed out, "
                   "5 the cluster or Helm refused.",
                   no_args_is_help=True, pretty_exceptions_enable=False, cls=OneLineErrors)
+
+
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import version
+
+        from tfhelm.chart import chart_version
+
+        out.print(f"tfhelm {version('tfhelm')} (charts: tf-cluster {chart_version('tf-cluster')}, "
+                  f"user-env {chart_version('user-env')})", markup=False, highlight=False)
+        raise typer.Exit()
+
+
+@app.callback()
+def _global(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                         help="Print the version and exit."),
+            kubeconfig: Optional[Path] = typer.Option(
+                None, "--kubeconfig", help="Kubeconfig file (default: KUBECONFIG, else ~/.kube/config)."),
+            kube_context: Optional[str] = typer.Option(
+                None, "--kube-context", help="Kubeconfig context (default: its current one).")):
+    """Distributed TensorFlow on Kubernetes from a few parameters. Exit codes: 0 done, 1 training
+    failed, 2 bad input, 3 no cluster or forbidden, 4 timed out, 5 the cluster or Helm refused."""
+    # Through the environment, so Helm (a child process) and the API client agree.
+    if kubeconfig:
+        os.environ["KUBECONFIG"] = str(kubeconfig)
+    if kube_context:
+        os.environ[CONTEXT_ENV] = kube_context
+
+
 # Options shared by the commands that compute a cluster's values.
 NamespaceOpt = typer.Option(None, "--namespace", "-n", help="Namespace (default: the kubeconfig's).")
 WorkersOpt = typer.Option(None, "--workers", "-w", help="Worker tasks (an Indexed Job).")
@@ -98,7 +127,7 @@ def up(name: Optional[str] = typer.Option(None, "--name", help="Cluster name (de
               f"{s.ps} PS{', chief' if s.chief else ''}{', evaluator' if s.evaluator else ''}"
               f"{' (generated name)' if generated else ''}")
     err.print(f"  follow it:  tfhelm status {p.name} -n {p.namespace}\n"
-              f"  logs:       kubectl -n {p.namespace} logs -f job/{spec.job_name(p.name, 'worker')}\n"
+              f"  logs:       tfhelm logs {p.name} -n {p.namespace} -f\n"
               f"  remove it:  tfhelm down {p.name} -n {p.namespace}")
     if wait:
         from tfhelm.progress import wait_for_training
@@ -131,7 +160,7 @@ def down(name: str = typer.Argument(..., help="Cluster name."), namespace: Optio
     found = run_sync(deploy.down(name, ns, Helm(), Kube(), purge=purge,
                                  notify=lambda m: err.print(f"[dim]•[/dim] {m}")))
     if not found:
-        raise SpecError("NAME", f"no TF cluster '{name}' in namespace {ns}", "see `helm list -n NAMESPACE`")
+        raise SpecError("NAME", f"no TF cluster '{name}' in namespace {ns}", "see `tfhelm list -n NAMESPACE`")
     if not purge:
         err.print("PVCs (data, logs, checkpoints) were kept; `--purge` deletes them.")
 
@@ -139,27 +168,31 @@ def down(name: str = typer.Argument(..., help="Cluster name."), namespace: Optio
 @app.command("status")
 @cli_errors
 def status_(name: str = typer.Argument(..., help="Cluster name."),
-            namespace: Optional[str] = NamespaceOpt):
-    """Tasks, Job progress and parameter-server state of a TF cluster."""
+            namespace: Optional[str] = NamespaceOpt, output: str = OutputOpt):
+    """Tasks, Job progress and parameter-server state of a TF cluster (exit 1: training failed)."""
+    fmt = check_format(output)
     ns = namespace_or_current(namespace)
     spec.validate_name(name, field="NAME")
     kube = Kube()
     objs = kube.objects(ns, name)
     if not (objs.pods or objs.jobs or objs.deployments):
-        raise SpecError("NAME", f"no TF cluster '{name}' in namespace {ns}", "see `helm list -n NAMESPACE`")
-    table = Table(title=f"TF cluster {ns}/{name}")
-    for col in ("TASK", "POD", "PHASE", "RESTARTS", "NODE"):
-        table.add_column(col)
-    for r in status.task_rows(objs):
-        table.add_row(r.task, r.pod, r.phase, str(r.restarts), r.node)
-    out.print(table)
-    for j in status.job_rows(objs):
-        out.print(f"job {j.name}: {j.succeeded}/{j.total} succeeded, {j.failed} failed — {j.state}")
-    out.print(f"parameter servers: {status.ps_state(objs)}")
+        raise SpecError("NAME", f"no TF cluster '{name}' in namespace {ns}", "see `tfhelm list -n NAMESPACE`")
     from tfhelm.reaper import cluster_events
 
-    for line in status.reaper_lines(cluster_events(kube, ns, objs.jobs)):
-        out.print(line, markup=False, highlight=False, soft_wrap=True)
+    events = cluster_events(kube, ns, objs.jobs)
+    if fmt != "table":
+        emit(status.report(ns, name, objs, events), fmt)
+    else:
+        table(("TASK", "POD", "PHASE", "RESTARTS", "NODE"),
+              [(r.task, r.pod, r.phase, r.restarts, r.node) for r in status.task_rows(objs)],
+              title=f"TF cluster {ns}/{name}")
+        for j in status.job_rows(objs):
+            out.print(f"job {j.name}: {j.succeeded}/{j.total} succeeded, {j.failed} failed — {j.state}",
+                      markup=False, highlight=False)
+        out.print(f"parameter servers: {status.ps_state(objs)}", markup=False, highlight=False)
+        for line in status.reaper_lines(events):
+            out.print(line, markup=False, highlight=False, soft_wrap=True)
+    # The same exit code whatever the format: a script reads it without parsing the report.
     if status.training_done(status.job_rows(objs)) == "Failed":
         raise typer.Exit(TrainingFailed.exit_code)
 
@@ -174,16 +207,21 @@ def render(name: str = typer.Argument(..., help="Cluster name."),
            gpus: Optional[int] = GpusOpt, user: Optional[str] = UserOpt,
            values_files: Optional[list[Path]] = ValuesOpt, sets: Optional[list[str]] = SetOpt,
            set_strings: Optional[list[str]] = SetStringOpt, set_jsons: Optional[list[str]] = SetJsonOpt,
-           values_only: bool = typer.Option(False, "--values-only",
-                                            help="Print each release's values (for GitOps) instead."),
+           values_only: bool = typer.Option(
+               False, "--values-only", help="Print each release's values for GitOps instead "
+               "(with the in-cluster reaper on when there are parameter servers)."),
+           one_release: bool = typer.Option(
+               False, "--one-release", help="With --values-only: one release holding everything "
+               "(components: all), e.g. for a Flux HelmRelease."),
            script_args: Optional[list[str]] = ArgsArg):
     """Print the manifests of a TF cluster (or its values) without touching a cluster."""
+    if one_release and not values_only:
+        raise SpecError("--one-release", "only goes with --values-only")
     opts = _options(name, namespace, workers, ps, chief, evaluator, in_graph, image, script, gpus,
                     values_files, _sets(sets, set_strings, set_jsons), script_args, user)
     p = deploy.plan(opts)
     if values_only:
-        text = "".join(f"---\n# release: {r.name} (namespace {p.namespace})\n"
-                       + yaml.safe_dump(r.values, sort_keys=False) for r in p.releases)
+        text = gitops.values_yaml(p, one=one_release)
     else:
         text = deploy.manifests_yaml(run_sync(deploy.render(p, Helm())))
     out.print(text, end="", markup=False, highlight=False, soft_wrap=True)
@@ -230,6 +268,8 @@ from tfhelm.commands import user as user_cmd; app.add_typer(user_cmd.app, name="
 from tfhelm.commands import reap as reap_cmd; app.command("reap")(reap_cmd.reap)  # noqa: E402,E702
 from tfhelm.commands import cluster as cluster_cmd; app.add_typer(cluster_cmd.app, name="cluster")  # noqa: E402,E702
 from tfhelm.commands import run as run_cmd; app.command("run")(run_cmd.run)  # noqa: E402,E702
+from tfhelm.commands import listing as list_cmd; app.command("list")(list_cmd.list_)  # noqa: E402,E702
+from tfhelm.commands import logs as logs_cmd; app.command("logs")(logs_cmd.logs)  # noqa: E402,E702
 
 
 def main() -> None:  # pragma: no cover - console entry point

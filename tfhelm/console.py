@@ -15,7 +15,7 @@ from rich.markup import escape
 from typer._click import exceptions as click_exc  # typer's vendored click
 from typer.core import TyperGroup
 
-from tfhelm.errors import BAD_INPUT, TfhelmError, exit_code, one_line, user_facing
+from tfhelm.errors import BAD_INPUT, exit_code, one_line, user_facing
 
 out = Console()  # results (manifests, JSON, export lines) go to stdout, so they can be piped
 err = Console(stderr=True)  # progress, notes and errors

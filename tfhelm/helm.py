@@ -26,6 +26,10 @@ _NOISE = [re.compile(p) for p in (
     r"values don't meet the specifications of the schema\(s\) in the following chart\(s\): [\w-]+: - ")]
 
 
+# The Helm release tfhelm is tested with; keep in step with HELM_VERSION in mk/versions.mk.
+HELM_VERSION = "v4.3.2"
+
+
 def run_sync(coro):
     """Run one pyhelm3 coroutine from synchronous code (the CLI, tests)."""
     return asyncio.run(coro)
@@ -38,7 +42,9 @@ def helm_executable() -> str:
     for c in candidates:
         if c and os.access(c, os.X_OK):
             return c
-    raise TfhelmError("helm not found: run `make helm` or put Helm 4 on PATH")
+    raise TfhelmError("helm not found: install Helm 4 and put it on PATH, or set TFHELM_HELM to it "
+                      f"(from source: `go install helm.sh/helm/v4/cmd/helm@{HELM_VERSION}`; "
+                      "other ways: https://helm.sh/docs/intro/install/)")
 
 
 def helm_message(err: helm_errors.Error) -> str:

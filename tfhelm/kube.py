@@ -11,17 +11,45 @@ from kubernetes import client, config
 from kubernetes.client.rest import ApiException
 from urllib3.exceptions import HTTPError
 
-from tfhelm.errors import ClusterUnreachable, TfhelmError, TimedOut, api_error
+from tfhelm.errors import ClusterUnreachable, SpecError, TimedOut, api_error
 from tfhelm.spec import validate_namespace
 
 CLUSTER_LABEL = "tfhelm.io/cluster"
+# The kubeconfig context, shared with Helm: `tfhelm --kube-context` sets it, and Helm itself
+# reads it, so the API client and every helm call talk to the same cluster.
+CONTEXT_ENV = "HELM_KUBECONTEXT"
+
+
+def _kubeconfig(kubeconfig: str | None) -> str | None:
+    return kubeconfig or os.environ.get("KUBECONFIG")
+
+
+def _context() -> str | None:
+    return os.environ.get(CONTEXT_ENV) or None
+
+
+def _named_context(kubeconfig: str | None) -> dict | None:
+    """The kubeconfig entry of the context asked for (--kube-context); a usage error when the
+    kubeconfig has no such context. None when none was asked for or there is no kubeconfig."""
+    if not _context():
+        return None
+    try:
+        contexts, _ = config.list_kube_config_contexts(config_file=_kubeconfig(kubeconfig))
+    except (config.ConfigException, FileNotFoundError, TypeError):
+        return None
+    found = next((c for c in contexts if c["name"] == _context()), None)
+    if found is None:
+        raise SpecError("--kube-context", f"no context '{_context()}' in the kubeconfig",
+                        f"one of: {', '.join(c['name'] for c in contexts)}")
+    return found
 
 
 def load_config(kubeconfig: str | None = None) -> client.ApiClient:
     """The kubeconfig (KUBECONFIG or ~/.kube/config), else the in-cluster ServiceAccount."""
+    _named_context(kubeconfig)
     try:
         # KUBECONFIG read now, not when the kubernetes package was imported.
-        return config.new_client_from_config(config_file=kubeconfig or os.environ.get("KUBECONFIG"))
+        return config.new_client_from_config(config_file=_kubeconfig(kubeconfig), context=_context())
     except (config.ConfigException, FileNotFoundError, TypeError) as err:
         try:
             config.load_incluster_config()
@@ -39,8 +67,8 @@ def namespace_or_current(namespace: str | None, kubeconfig: str | None = None) -
 
 def current_namespace(kubeconfig: str | None = None) -> str:
     try:
-        _, active = config.list_kube_config_contexts(
-            config_file=kubeconfig or os.environ.get("KUBECONFIG"))
+        active = _named_context(kubeconfig) or config.list_kube_config_contexts(
+            config_file=_kubeconfig(kubeconfig))[1]
         return active.get("context", {}).get("namespace") or "default"
     except (config.ConfigException, FileNotFoundError, TypeError):
         try:
@@ -103,6 +131,15 @@ class Kube:
             deployments=self.apps.list_namespaced_deployment(namespace, label_selector=sel).items,
             pvcs=self.core.list_namespaced_persistent_volume_claim(namespace, label_selector=sel).items,
         )
+
+    def tf_workloads(self, namespace: str | None) -> tuple[list, list]:
+        """Jobs and Deployments of every TF cluster in a namespace (None: all namespaces)."""
+        sel = CLUSTER_LABEL
+        if namespace is None:
+            return (self.batch.list_job_for_all_namespaces(label_selector=sel).items,
+                    self.apps.list_deployment_for_all_namespaces(label_selector=sel).items)
+        return (self.batch.list_namespaced_job(namespace, label_selector=sel).items,
+                self.apps.list_namespaced_deployment(namespace, label_selector=sel).items)
 
     def simulated_nodes(self, pods: list) -> set[str]:
         """The nodes among these pods' that kwok simulates: no container ran there."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
 
 from rich.console import Console
@@ -21,17 +22,29 @@ def wait_for_training(kube: Kube, namespace: str, name: str, shape: Shape, conso
     finishing = "chief" if shape.chief else "worker"
     goal = 1 if shape.chief else shape.workers
     deadline = time.monotonic() + timeout
-    with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
-                  MofNCompleteColumn(), console=console, transient=False) as bar:
-        started = bar.add_task(f"tasks of {namespace}/{name} started", total=total)
-        done = bar.add_task(f"{finishing} tasks succeeded", total=goal)
+    started_text, done_text = f"tasks of {namespace}/{name} started", f"{finishing} tasks succeeded"
+    # A terminal gets live bars; a pipe or a log file gets one plain line per change.
+    bar = (Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
+                    MofNCompleteColumn(), console=console, transient=False)
+           if console.is_terminal else None)
+    last = None
+    with bar or contextlib.nullcontext():
+        if bar:
+            started = bar.add_task(started_text, total=total)
+            done = bar.add_task(done_text, total=goal)
         while True:
             objs = kube.objects(namespace, name)
             live = {r.task for r in status.task_rows(objs) if r.phase in ("Running", "Succeeded")}
             jobs = status.job_rows(objs)
             succeeded = sum(j.succeeded for j in jobs if j.role == finishing)
-            bar.update(started, completed=min(len(live), total))
-            bar.update(done, completed=min(succeeded, goal))
+            counts = (min(len(live), total), min(succeeded, goal))
+            if bar:
+                bar.update(started, completed=counts[0])
+                bar.update(done, completed=counts[1])
+            elif counts != last:
+                console.print(f"{started_text}: {counts[0]}/{total}, {done_text}: {counts[1]}/{goal}",
+                              markup=False, highlight=False, soft_wrap=True)
+            last = counts
             outcome = status.training_done(jobs)
             if outcome:
                 return outcome, bool(objs.pods) and kube.simulated_nodes(objs.pods) == {

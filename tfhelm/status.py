@@ -144,3 +144,60 @@ def reaper_lines(events: list) -> list[str]:
         when = ev.last_timestamp or ev.event_time or ev.metadata.creation_timestamp
         rows.append((when, f"reaper: {when:%Y-%m-%d %H:%M:%S} {ev.reason}: {ev.message}"))
     return [line for _, line in sorted(rows, key=lambda r: r[0])]
+
+
+def ps_counts(objs: ClusterObjects) -> tuple[int, int]:
+    """(parameter servers, ready ones)."""
+    ps = [d for d in objs.deployments if (d.metadata.labels or {}).get("tfhelm.io/role") == "ps"]
+    return len(ps), sum(d.status.ready_replicas or 0 for d in ps)
+
+
+def training_state(jobs: list[JobRow]) -> str:
+    """Complete, Failed, Running, or Serving (only servers: PS without Jobs)."""
+    return training_done(jobs) or ("Running" if jobs else "Serving")
+
+
+def report(namespace: str, name: str, objs: ClusterObjects, events: list) -> dict:
+    """Everything `tfhelm status` shows, as plain data (for `-o json|yaml`)."""
+    jobs = job_rows(objs)
+    total, ready = ps_counts(objs)
+    return {
+        "namespace": namespace, "cluster": name, "training": training_state(jobs),
+        "tasks": [{"task": r.task, "pod": r.pod, "phase": r.phase, "restarts": r.restarts,
+                   "node": r.node} for r in task_rows(objs)],
+        "jobs": [{"role": j.role, "name": j.name, "succeeded": j.succeeded, "failed": j.failed,
+                  "total": j.total, "state": j.state} for j in jobs],
+        "parameterServers": {"total": total, "ready": ready},
+        "reaper": reaper_lines(events),
+    }
+
+
+@dataclass
+class ClusterRow:
+    namespace: str
+    name: str
+    workers: str  # succeeded/total
+    ps: str  # ready/total
+    chief: bool
+    training: str
+
+
+def cluster_rows(jobs: list, deployments: list) -> list[ClusterRow]:
+    """One row per TF cluster found among Jobs and Deployments (V1 objects) labelled
+    `tfhelm.io/cluster`: installed by tfhelm, plain Helm or GitOps alike."""
+    groups: dict[tuple[str, str], ClusterObjects] = {}
+    for kind, items in (("jobs", jobs), ("deployments", deployments)):
+        for obj in items:
+            cluster = (obj.metadata.labels or {}).get("tfhelm.io/cluster")
+            if cluster:
+                key = (obj.metadata.namespace, cluster)
+                getattr(groups.setdefault(key, ClusterObjects([], [], [], [])), kind).append(obj)
+    rows = []
+    for (ns, name), objs in sorted(groups.items()):
+        jrows = job_rows(objs)
+        worker = next((j for j in jrows if j.role == "worker"), None)
+        total, ready = ps_counts(objs)
+        rows.append(ClusterRow(ns, name, f"{worker.succeeded}/{worker.total}" if worker else "-",
+                               f"{ready}/{total}", any(j.role == "chief" for j in jrows),
+                               training_state(jrows)))
+    return rows

@@ -106,6 +106,17 @@ def test_the_chart_refuses_a_namespace_that_would_break_its_json():
     ({"worker": {"env": [{"name": "A", "valu": "x"}]}}, "additional properties 'valu' not allowed"),
     ({"imagePullSecrets": [{"name": "Reg Cred"}]}, "imagePullSecrets.0.name"),
     ({"storage": {"storageClass": {"create": True, "name": "x y", "provisioner": "p"}}}, "storage.storageClass.name"),
+    # The conventions block is as strict as the rest.
+    ({"nameOverride": "my name"}, "nameOverride: 'my name' is not a label value"),
+    ({"fullnameOverride": "My-Cluster"}, "fullnameOverride: 'My-Cluster' is not a cluster name"),
+    ({"global": {"imageRegistry": "my registry:5000"}}, "global.imageRegistry: 'my registry:5000' is not empty or an image registry"),
+    ({"commonAnnotations": {"bad key": "x"}}, "commonAnnotations: additional properties 'bad key' not allowed"),
+    ({"podAnnotations": {"a": 1}}, "podAnnotations.a: got number, want string"),
+    ({"nodeSelector": {"disk": "fast ssd"}}, "nodeSelector.disk: 'fast ssd' is not a label value"),
+    ({"serviceAccount": {"create": True, "name": "Task_SA"}}, "serviceAccount.name: 'Task_SA' is not empty or a DNS-1123"),
+    ({"serviceAccount": {"annotations": {"iam": 5}}}, "serviceAccount.annotations.iam: got number, want string"),
+    ({"test": {"timeout": 0}}, "test.timeout: minimum: got 0, want 1"),
+    ({"test": {"enabled": True, "timout": 5}}, "additional properties 'timout' not allowed"),
 ])
 def test_schema_refuses_what_kubernetes_would(values, message):
     with pytest.raises(RenderError, match=message):
@@ -133,7 +144,7 @@ def test_every_value_placed_in_json_yaml_or_argv_stays_one_value(tmp_path):
     assert env["TFHELM_LOG_DIR"] == "/log $HOME/mnist"
     assert task_tf_configs(manifests)[("worker", 1)]["task"] == {"type": "worker", "index": 1}
     (config,) = [m for m in by_kind(manifests, "ConfigMap") if m["metadata"]["name"] == "mnist-tfconfig"]
-    assert json.loads(config["data"]["cluster.json"])["ps"] == ["mnist-ps-0.team-a.svc:2222"]
+    assert json.loads(config["data"]["cluster.json"])["ps"] == ["mnist-ps-0.team-a.svc.cluster.local:2222"]
 
 
 def test_inline_code_reaches_the_configmap_byte_for_byte():
@@ -168,6 +179,12 @@ def test_user_env_values_land_quoted(tmp_path):
     bad = helm("template", "user-env", ENV, "-n", "tfhelm-user-a", "--set", "notebook.env[0].name=A",
                "--set", "notebook.env[0].value=1", "--set", "quota.cpu=-2")
     assert bad.returncode != 0 and "got number, want string" in bad.stderr and "quota/cpu" in bad.stderr
+    for args, message in [(["--set", "nameOverride=a b"], "nameOverride"),
+                          (["--set", "global.imageRegistry=a b"], "global/imageRegistry"),
+                          (["--set-json", 'commonAnnotations={"bad key":"x"}'], "bad key"),
+                          (["--set", "podAnnotations.a=1"], "got number, want string")]:
+        bad = helm("template", "user-env", ENV, "-n", "tfhelm-user-a", *args)
+        assert bad.returncode != 0 and message in bad.stderr, (args, bad.stderr)
 
 
 # ----------------------------------------------------------------------------- no cluster
@@ -185,7 +202,8 @@ def unreachable(monkeypatch, tmp_path):
 
 
 @pytest.mark.parametrize("args", [["status", "mnist"], ["user", "list"], ["user", "url", "alice"],
-                                  ["reap", "mnist", "--grace", "0"], ["up", "--name", "m"], ["down", "m"]])
+                                  ["reap", "mnist", "--grace", "0"], ["up", "--name", "m"], ["down", "m"],
+                                  ["list"], ["logs", "mnist"], ["status", "mnist", "-o", "json"]])
 def test_an_unreachable_cluster_is_one_line_and_exit_3(unreachable, args):
     result = runner.invoke(app, args)
     lines = result.stderr.strip().splitlines()

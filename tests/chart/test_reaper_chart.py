@@ -2,6 +2,7 @@
 
 import pytest
 
+from tfhelm.chart import chart_version
 from tfhelm.errors import RenderError
 from tfhelm.manifests import by_kind
 
@@ -73,7 +74,7 @@ def test_deployment_runs_tfhelm_reap_restricted_with_its_own_token():
     assert c["command"] == ["tfhelm"] and c["args"] == [
         "reap", "mnist", "--namespace=team-a", "--grace=5", "--completion=chief", "--on-failure=reap",
         "--forever", "--delete-directly"]
-    assert c["image"] == "tfhelm/tfhelm:0.1.0", "tag defaults to the chart's version (tfhelm's)"
+    assert c["image"] == f"tfhelm/tfhelm:{chart_version()}", "tag defaults to the chart's version (tfhelm's)"
     assert pod["serviceAccountName"] == "mnist-reaper" and pod["automountServiceAccountToken"] is True
     (sa,) = by_kind(m, "ServiceAccount")
     assert sa["automountServiceAccountToken"] is False, "only the reaper's pod mounts the token"

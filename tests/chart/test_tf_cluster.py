@@ -20,6 +20,7 @@ def test_default_install_is_one_ps_one_worker_and_volumes():
     assert kinds(render()) == [
         ("ConfigMap", "mnist-tfconfig"), ("Deployment", "mnist-ps-0"), ("Job", "mnist-worker"),
         ("PersistentVolumeClaim", "mnist-data"), ("PersistentVolumeClaim", "mnist-logs"),
+        ("Pod", "mnist-test"),  # the `helm test` hook: installed only by `helm test`
         ("Service", "mnist-ps-0"), ("Service", "mnist-worker")]
 
 

@@ -12,6 +12,7 @@ metadata:
   name: {{ include "tf-cluster.jobName" . }}
   labels:
     {{- $labels | nindent 4 }}
+  {{- with include "tf-cluster.annotations" (dict "root" .root) }}{{ . | trim | nindent 2 }}{{ end }}
 spec:
   completionMode: Indexed
   completions: {{ .replicas }}
@@ -37,6 +38,7 @@ metadata:
   name: {{ include "tf-cluster.jobName" . }}
   labels:
     {{- $labels | nindent 4 }}
+  {{- with include "tf-cluster.annotations" (dict "root" .root) }}{{ . | trim | nindent 2 }}{{ end }}
 spec:
   clusterIP: None
   # Workers must find each other before they report ready.

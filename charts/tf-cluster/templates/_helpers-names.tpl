@@ -3,9 +3,9 @@ Every resource name and TF_CONFIG host comes from here. tfhelm/spec.py mirrors
 these rules; tests/chart/test_agreement.py proves both agree for many shapes.
 */ -}}
 
-{{/* The TF cluster's name: `clusterName`, else the release name. */}}
+{{/* The TF cluster's name: `clusterName`, else `fullnameOverride`, else the release name. */}}
 {{- define "tf-cluster.name" -}}
-{{- .Values.clusterName | default .Release.Name -}}
+{{- .Values.clusterName | default .Values.fullnameOverride | default .Release.Name -}}
 {{- end }}
 
 {{/* Job and headless Service of a Job role; call with (dict "root" $ "role" "worker"). */}}

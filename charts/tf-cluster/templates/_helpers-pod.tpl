@@ -13,7 +13,7 @@ rendering many pods pass "clusterJson" (the spec grows with N: render it once).
 {{- $name := include "tf-cluster.name" $root -}}
 {{- $clusterJson := .clusterJson -}}
 {{- if not $clusterJson }}{{ $clusterJson = include "tf-cluster.clusterJson" $root }}{{ end -}}
-{{- $image := merge (deepCopy ($r.image | default dict)) $v.image -}}
+{{- $image := merge (deepCopy ($r.image | default dict)) $v.image (dict "registry" (include "tf-cluster.imageRegistry" $root)) -}}
 metadata:
   labels:
     {{- include "tf-cluster.labels" (dict "root" $root "component" $role) | nindent 4 }}
@@ -25,13 +25,16 @@ metadata:
     {{- end }}
   annotations:
     checksum/cluster-spec: {{ sha256sum $clusterJson }}
-    {{- with $r.podAnnotations }}
-    {{- toYaml . | nindent 4 }}
+    {{- with include "tf-cluster.podAnnotations" (dict "root" $root "r" $r) }}
+    {{- . | nindent 4 }}
     {{- end }}
 spec:
   {{- if not $isPS }}
   subdomain: {{ include "tf-cluster.jobName" . }}
   restartPolicy: Never
+  {{- end }}
+  {{- with include "tf-cluster.serviceAccountName" $root }}
+  serviceAccountName: {{ . | toJson }}
   {{- end }}
   automountServiceAccountToken: false
   enableServiceLinks: false
@@ -52,18 +55,7 @@ spec:
   {{- with $r.schedulerName }}
   schedulerName: {{ . | toJson }}
   {{- end }}
-  {{- with $r.nodeSelector }}
-  nodeSelector:
-    {{- toYaml . | nindent 4 }}
-  {{- end }}
-  {{- with $r.tolerations }}
-  tolerations:
-    {{- toYaml . | nindent 4 }}
-  {{- end }}
-  {{- with $r.affinity }}
-  affinity:
-    {{- toYaml . | nindent 4 }}
-  {{- end }}
+  {{- with include "tf-cluster.placement" (dict "root" $root "r" $r) }}{{ . | trim | nindent 2 }}{{ end }}
   {{- if and (not $isPS) (eq $v.code.source "url") }}
   initContainers:
     - name: fetch-code

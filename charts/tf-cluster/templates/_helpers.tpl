@@ -6,7 +6,7 @@
 {{/* Selector labels: only name, instance and component; never user labels.
 Call with (dict "root" $ "component" "worker"). */}}
 {{- define "tf-cluster.selectorLabels" -}}
-app.kubernetes.io/name: {{ .root.Chart.Name }}
+app.kubernetes.io/name: {{ .root.Values.nameOverride | default .root.Chart.Name | trunc 63 | trimSuffix "-" | toJson }}
 app.kubernetes.io/instance: {{ .root.Release.Name }}
 app.kubernetes.io/component: {{ .component }}
 {{- end }}
@@ -36,9 +36,10 @@ tfhelm.io/role: {{ .component }}
 {{- if or (eq .role "ps") (and (eq .role "worker") (eq .root.Values.mode "in-graph")) }}server{{ else }}script{{ end -}}
 {{- end }}
 
-{{/* `repository:tag`, or the repository alone when it carries a digest and no tag. */}}
+{{/* `[registry/]repository:tag`, or without the tag when the repository carries a digest.
+`registry` is `global.imageRegistry` ("tf-cluster.imageRegistry"). */}}
 {{- define "tf-cluster.image" -}}
-{{- .repository }}{{ with .tag }}:{{ . }}{{ end -}}
+{{- with .registry }}{{ trimSuffix "/" . }}/{{ end }}{{ .repository }}{{ with .tag }}:{{ . }}{{ end -}}
 {{- end }}
 
 {{/* Script path in the container. */}}

@@ -6,7 +6,7 @@
 {{/* Selector labels: only name, instance and component; never user labels.
 Call with (dict "root" $ "component" "notebook"). */}}
 {{- define "user-env.selectorLabels" -}}
-app.kubernetes.io/name: {{ .root.Chart.Name }}
+app.kubernetes.io/name: {{ .root.Values.nameOverride | default .root.Chart.Name | trunc 63 | trimSuffix "-" | toJson }}
 app.kubernetes.io/instance: {{ .root.Release.Name }}
 app.kubernetes.io/component: {{ include "user-env.component" . }}
 {{- end }}
@@ -39,6 +39,7 @@ metadata:
   name: {{ include "user-env.componentName" . }}
   labels:
     {{- include "user-env.labels" . | nindent 4 }}
+  {{- with include "user-env.annotations" (dict "root" $root) }}{{ . | trim | nindent 2 }}{{ end }}
 spec:
   replicas: 1
   {{- with .strategy }}
@@ -55,7 +56,7 @@ spec:
         {{- with $c.podLabels }}
         {{- toYaml . | nindent 8 }}
         {{- end }}
-      {{- with merge (dict) (.annotations | default dict) $c.podAnnotations }}
+      {{- with merge (dict) (.annotations | default dict) $c.podAnnotations ($root.Values.podAnnotations | default dict) }}
       annotations:
         {{- toYaml . | nindent 8 }}
       {{- end }}
@@ -86,7 +87,10 @@ spec:
 {{/* What every container of a component shares; call with (dict "root" $ "component" "notebook"). */}}
 {{- define "user-env.containerCommon" -}}
 {{- $c := index .root.Values .component -}}
-image: {{ printf "%s%s" $c.image.repository (ternary (printf ":%s" $c.image.tag) "" (ne $c.image.tag "")) | toJson }}
+{{- $ref := $c.image.repository -}}
+{{- with (.root.Values.global | default dict).imageRegistry }}{{ $ref = printf "%s/%s" (trimSuffix "/" .) $ref }}{{ end -}}
+{{- with $c.image.tag }}{{ $ref = printf "%s:%s" $ref . }}{{ end }}
+image: {{ $ref | toJson }}
 imagePullPolicy: {{ $c.image.pullPolicy | toJson }}
 ports:
   - {name: http, containerPort: {{ $c.port }}}
@@ -121,10 +125,7 @@ metadata:
   name: {{ include "user-env.componentName" . }}
   labels:
     {{- include "user-env.labels" . | nindent 4 }}
-  {{- with $s.annotations }}
-  annotations:
-    {{- toYaml . | nindent 4 }}
-  {{- end }}
+  {{- with include "user-env.annotations" (dict "root" .root "extra" $s.annotations) }}{{ . | trim | nindent 2 }}{{ end }}
 spec:
   type: {{ $s.type }}
   {{- if ne $s.type "ClusterIP" }}
@@ -153,10 +154,7 @@ metadata:
   name: {{ include "user-env.componentName" . }}
   labels:
     {{- include "user-env.labels" . | nindent 4 }}
-  {{- with $i.annotations }}
-  annotations:
-    {{- toYaml . | nindent 4 }}
-  {{- end }}
+  {{- with include "user-env.annotations" (dict "root" .root "extra" $i.annotations) }}{{ . | trim | nindent 2 }}{{ end }}
 spec:
   {{- with $i.className }}
   ingressClassName: {{ . | toJson }}
@@ -203,4 +201,14 @@ so `helm install` and `helm template` (Argo CD) both fail with the message.
 {{- if and $nb (eq (toString $nb) (toString $v.tensorboard.service.nodePort)) -}}
 {{- fail (printf "notebook.service.nodePort and tensorboard.service.nodePort are both %v: each Service needs its own node port" $nb) -}}
 {{- end -}}
+{{- end }}
+
+{{/* An object's `annotations:` block: commonAnnotations plus "extra" (which win); nothing
+when both are empty. Call with (dict "root" $ "extra" (dict ...)). */}}
+{{- define "user-env.annotations" -}}
+{{- $all := merge (deepCopy (.extra | default dict)) (.root.Values.commonAnnotations | default dict) -}}
+{{- with $all }}
+annotations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
 {{- end }}

@@ -1,0 +1,162 @@
+"""Scriptable output: plain columns, -o json|yaml data, `tfhelm list` rows, log prefixes,
+the GitOps values, the kube context shared with Helm, --version and `python -m tfhelm`."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from kubernetes import client as k8s
+from typer.testing import CliRunner
+
+from tfhelm import gitops, logs, status
+from tfhelm.cli import app
+from tfhelm.deploy import plan
+from tfhelm.errors import SpecError
+from tfhelm.kube import ClusterObjects, current_namespace, load_config
+from tfhelm.output import plain_columns
+from tfhelm.values import ClusterOptions
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def job(cluster, role, ns="team-a", total=2, succeeded=0, complete=False):
+    conds = [k8s.V1JobCondition(type="Complete", status="True")] if complete else []
+    return k8s.V1Job(
+        metadata=k8s.V1ObjectMeta(name=f"{cluster}-{role}", namespace=ns,
+                                  labels={"tfhelm.io/cluster": cluster, "tfhelm.io/role": role}),
+        spec=k8s.V1JobSpec(completions=total, template=k8s.V1PodTemplateSpec(
+            spec=k8s.V1PodSpec(containers=[k8s.V1Container(name="tensorflow")]))),
+        status=k8s.V1JobStatus(conditions=conds, succeeded=succeeded))
+
+
+def ps(cluster, i, ns="team-a", ready=1):
+    return k8s.V1Deployment(
+        metadata=k8s.V1ObjectMeta(name=f"{cluster}-ps-{i}", namespace=ns,
+                                  labels={"tfhelm.io/cluster": cluster, "tfhelm.io/role": "ps"}),
+        spec=k8s.V1DeploymentSpec(selector=k8s.V1LabelSelector(), template=k8s.V1PodTemplateSpec()),
+        status=k8s.V1DeploymentStatus(ready_replicas=ready))
+
+
+def pod(name, role, index, phase="Running"):
+    return k8s.V1Pod(metadata=k8s.V1ObjectMeta(
+        name=name, labels={"tfhelm.io/role": role, "tfhelm.io/task-index": str(index)}),
+        spec=k8s.V1PodSpec(containers=[], node_name="n1"), status=k8s.V1PodStatus(phase=phase))
+
+
+def test_plain_columns_keep_long_names_whole():
+    long = "a-very-long-cluster-name-that-a-terminal-table-would-cut-" + "x" * 60
+    text = plain_columns(("NAME", "PS"), [(long, "1/1"), ("b", "0/2")])
+    lines = text.splitlines()
+    assert lines[1].split() == [long, "1/1"]
+    assert lines[0].index("PS") == lines[2].index("0/2")  # aligned
+    assert not re.search(r"[\u2500-\u257f\u2800-\u28ff]", text)  # no box drawing, no spinner
+
+
+def test_cluster_rows_group_by_namespace_and_cluster():
+    jobs = [job("mnist", "worker", succeeded=2, complete=True), job("big", "worker", total=8, succeeded=3),
+            job("big", "chief", total=1), job("other", "worker", ns="team-b")]
+    deps = [ps("mnist", 0, ready=0), ps("big", 0), ps("big", 1), ps("serving", 0)]
+    rows = {(r.namespace, r.name): r for r in status.cluster_rows(jobs, deps)}
+    assert set(rows) == {("team-a", "mnist"), ("team-a", "big"), ("team-b", "other"), ("team-a", "serving")}
+    assert (rows["team-a", "mnist"].workers, rows["team-a", "mnist"].ps) == ("2/2", "0/1")
+    assert rows["team-a", "mnist"].training == "Complete"
+    big = rows["team-a", "big"]
+    assert (big.workers, big.ps, big.chief, big.training) == ("3/8", "2/2", True, "Running")
+    assert rows["team-a", "serving"].training == "Serving"
+
+
+def test_status_report_is_plain_data():
+    objs = ClusterObjects(pods=[pod("m-worker-0-x", "worker", 0), pod("m-ps-0-y", "ps", 0)],
+                          jobs=[job("m", "worker")], deployments=[ps("m", 0)], pvcs=[])
+    data = status.report("team-a", "m", objs, [])
+    assert json.loads(json.dumps(data)) == data
+    assert [t["task"] for t in data["tasks"]] == ["worker:0", "ps:0"]
+    assert data["parameterServers"] == {"total": 1, "ready": 1}
+    assert data["training"] == "Running" and data["jobs"][0]["name"] == "m-worker"
+
+
+def test_log_lines_are_prefixed_and_aligned():
+    assert logs.prefixed("worker:3", "step 1\nstep 2\n", width=12) == ["[worker-3]  step 1", "[worker-3]  step 2"]
+    assert logs.prefixed("ps:0", "") == []
+
+
+def test_gitops_values_turn_the_reaper_on_in_the_workload_release_only():
+    p = plan(ClusterOptions(name="mnist", namespace="team-a", workers=4, ps=2))
+    by_name = {r.name: r.values for r in gitops.releases(p)}
+    assert by_name["mnist"]["reaper"]["enabled"] is True
+    assert "reaper" not in by_name["mnist-ps"]
+    no_ps = plan(ClusterOptions(name="mwm", workers=2, ps=0))
+    assert all("reaper" not in r.values for r in gitops.releases(no_ps))
+    kept_off = plan(ClusterOptions(name="m", workers=2, ps=1, value_files=[{"reaper": {"enabled": False}}]))
+    assert all(r.values.get("reaper", {}).get("enabled") is not True for r in gitops.releases(kept_off))
+
+
+def test_render_values_only_prints_what_the_gitops_recipe_needs(monkeypatch, tmp_path):
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "absent"))
+    result = CliRunner().invoke(app, ["render", "mnist", "--workers", "4", "--ps", "1", "--values-only"])
+    assert result.exit_code == 0, result.output
+    docs = [d for d in yaml.safe_load_all(result.stdout) if d]
+    assert [(d["components"], d.get("reaper", {}).get("enabled")) for d in docs] == [("ps", None), ("workload", True)]
+
+
+KUBECONFIG = """apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]
+users: [{name: u, user: {token: t}}]
+contexts:
+- {name: one, context: {cluster: c, user: u, namespace: ns-one}}
+- {name: two, context: {cluster: c, user: u, namespace: ns-two}}
+current-context: one
+"""
+
+
+def test_kube_context_picks_the_namespace_and_is_shared_with_helm(monkeypatch, tmp_path):
+    cfg = tmp_path / "kubeconfig"
+    cfg.write_text(KUBECONFIG)
+    monkeypatch.setenv("KUBECONFIG", str(cfg))
+    monkeypatch.delenv("HELM_KUBECONTEXT", raising=False)
+    assert current_namespace() == "ns-one"
+    monkeypatch.setenv("HELM_KUBECONTEXT", "two")  # what --kube-context sets, and Helm reads
+    assert current_namespace() == "ns-two"
+    monkeypatch.setenv("HELM_KUBECONTEXT", "three")
+    with pytest.raises(SpecError, match="--kube-context: no context 'three'.*one, two"):
+        current_namespace()
+    with pytest.raises(SpecError, match="--kube-context"):  # also before any API call (-n given)
+        load_config()
+
+
+def test_global_kube_options_reach_the_environment(monkeypatch, tmp_path):
+    cfg = tmp_path / "kubeconfig"
+    cfg.write_text(KUBECONFIG)
+    monkeypatch.delenv("KUBECONFIG", raising=False)
+    monkeypatch.delenv("HELM_KUBECONTEXT", raising=False)
+    result = CliRunner().invoke(app, ["--kubeconfig", str(cfg), "--kube-context", "nope", "list"])
+    assert result.exit_code == 2
+    assert "--kube-context: no context 'nope'" in result.output
+
+
+def test_bad_output_format_is_a_usage_error(monkeypatch, tmp_path):
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "absent"))
+    result = CliRunner().invoke(app, ["status", "x", "-o", "xml"])
+    assert result.exit_code == 2 and "--output: 'xml' is not a format" in result.output
+
+
+def test_version_and_python_dash_m():
+    from importlib.metadata import version
+
+    for cmd in ([sys.executable, "-m", "tfhelm", "--version"], [str(Path(sys.executable).parent / "tfhelm"), "--version"]):
+        res = subprocess.run(cmd, capture_output=True, text=True, check=True)
+        assert res.stdout.startswith(f"tfhelm {version('tfhelm')} (charts: tf-cluster ")
+
+
+def test_helm_version_is_the_one_the_makefile_builds():
+    from tfhelm.helm import HELM_VERSION
+
+    pinned = re.search(r"^HELM_VERSION\s*:=\s*(\S+)", (REPO / "mk/versions.mk").read_text(), re.M).group(1)
+    assert HELM_VERSION == pinned

@@ -1,0 +1,5 @@
+"""`python -m tfhelm`: the same CLI as the `tfhelm` command."""
+
+from tfhelm.cli import main
+
+main()

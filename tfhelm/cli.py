@@ -9,14 +9,15 @@ from typing import Optional
 
 import typer
 import yaml
+from rich.markup import escape
 from rich.table import Table
 
-from tfhelm import deploy, spec, status, users
+from tfhelm import deploy, manifests, spec, status, users
 from tfhelm.console import cli_errors, err, out
 from tfhelm.errors import SpecError, TfhelmError
 from tfhelm.helm import Helm, run_sync
 from tfhelm.kube import Kube, current_namespace
-from tfhelm.values import ClusterOptions, cluster_spec_of, compute_values, generate_name, shape_of
+from tfhelm.values import ClusterOptions, generate_name, shape_of
 
 app = typer.Typer(help="Distributed TensorFlow on Kubernetes from a few parameters.",
                   no_args_is_help=True, pretty_exceptions_enable=False)
@@ -80,8 +81,13 @@ def up(name: Optional[str] = typer.Option(None, "--name", help="Cluster name (de
        reap: bool = typer.Option(False, "--reap", help="Wait until training is done, then remove the "
                                  "parameter servers (grace, completion, onFailure: the `reaper` values)."),
        dry_run: bool = typer.Option(False, "--dry-run", help="Print the manifests; touch no cluster."),
+       replace: bool = typer.Option(False, "--replace", help="Let a change replace Jobs that ran or run "
+                                    "(training restarts from its checkpoint); unchanged: a new run."),
        script_args: Optional[list[str]] = ArgsArg):
-    """Create (or upgrade) a TF cluster: the PS release and the main release."""
+    """Create (or upgrade) a TF cluster: the PS release and the main release.
+
+    On an existing cluster it shows what changes and applies nothing the API server would
+    refuse (server-side dry run first)."""
     generated = name is None
     opts = _options(name or generate_name(), namespace, workers, ps, chief, evaluator, in_graph,
                     image, script, gpus, values_files, sets, script_args, user)
@@ -92,13 +98,14 @@ def up(name: Optional[str] = typer.Option(None, "--name", help="Cluster name (de
                   highlight=False, soft_wrap=True)
         return
     kube = Kube()
-    run_sync(deploy.up(p, helm, kube, notify=lambda m: err.print(f"[dim]•[/dim] {m}")))
+    change = run_sync(deploy.up(p, helm, kube, notify=lambda m: err.print(f"[dim]•[/dim] {escape(m)}"),
+                                replace=replace))
     s = p.shape
     err.print(f"[green]✓[/green] TF cluster [bold]{p.namespace}/{p.name}[/bold]: {s.workers} worker(s), "
               f"{s.ps} PS{', chief' if s.chief else ''}{', evaluator' if s.evaluator else ''}"
               f"{' (generated name)' if generated else ''}")
     err.print(f"  follow it:  tfhelm status {p.name} -n {p.namespace}\n"
-              f"  logs:       kubectl -n {p.namespace} logs -f job/{spec.job_name(p.name, 'worker')}\n"
+              f"  logs:       kubectl -n {p.namespace} logs -f job/{change.new_jobs.get('worker')}\n"
               f"  remove it:  tfhelm down {p.name} -n {p.namespace}")
     if wait:
         from tfhelm.progress import wait_for_training
@@ -138,10 +145,14 @@ def status_(name: str = typer.Argument(..., help="Cluster name."),
             namespace: Optional[str] = NamespaceOpt):
     """Tasks, Job progress and parameter-server state of a TF cluster."""
     ns = namespace or current_namespace()
+    spec.validate_name(name, field="NAME")
+    installed = run_sync(deploy.find(name, ns, Helm()))
     kube = Kube()
     objs = kube.objects(ns, name)
-    if not (objs.pods or objs.jobs or objs.deployments):
+    if not (objs.pods or objs.jobs or objs.deployments or installed.ps or installed.workload):
         raise TfhelmError(f"no TF cluster '{name}' in namespace {ns}")
+    if installed.interrupted:
+        err.print(f"[yellow]{escape(installed.interrupted_line())}[/yellow]", highlight=False, soft_wrap=True)
     table = Table(title=f"TF cluster {ns}/{name}")
     for col in ("TASK", "POD", "PHASE", "RESTARTS", "NODE"):
         table.add_column(col)
@@ -197,15 +208,13 @@ def tfconfig(name: str = typer.Argument(..., help="Cluster name."),
         raise SpecError("--task", "give either --task TYPE:INDEX or --client HOST:PORT")
     role, index = spec.parse_task(task) if task else ("chief", 0)
     ns = namespace or current_namespace()
+    # The hosts come from the chart itself (rendered, or the installed release's manifest).
     if any(x is not None for x in (workers, ps, chief, evaluator)) or values_files or sets:
-        values = compute_values(_options(name, ns, workers, ps, chief, evaluator, None, None, None,
-                                         None, values_files, sets, None))
+        values = deploy.plan(_options(name, ns, workers, ps, chief, evaluator, None, None, None,
+                                      None, values_files, sets, None)).values
+        cluster, _ = manifests.cluster_config(manifests.render(values, name, ns))
     else:
-        values = run_sync(Helm().get_values(name, ns))
-        if values is None:
-            raise SpecError("NAME", f"no release '{name}' in namespace {ns}",
-                            "pass the shape (--workers, --ps, -f ...) to compute it offline")
-    cluster = cluster_spec_of(values, ns, name)
+        cluster, values = run_sync(deploy.cluster_config(name, ns, Helm()))
     if client:
         cluster = spec.with_client(cluster, client)
     else:

@@ -37,5 +37,13 @@ class ReleaseError(TfhelmError):
         super().__init__(f"{action} {namespace}/{release} failed: {reason}")
 
 
+class AdmissionRefused(TfhelmError):
+    """The API server refused an object (a server-side dry run): names it and why."""
+
+    def __init__(self, namespace: str, kind: str, name: str, reason: str):
+        self.namespace, self.kind, self.name = namespace, kind, name
+        super().__init__(f"the API server refuses {kind} {namespace}/{name}: {reason}")
+
+
 def exit_code(err: Exception) -> int:
     return 2 if isinstance(err, UsageError) else 1

@@ -11,7 +11,7 @@ from kubernetes import client, config
 from kubernetes.client.rest import ApiException
 from urllib3.exceptions import HTTPError
 
-from tfhelm.errors import ClusterUnreachable, TfhelmError
+from tfhelm.errors import AdmissionRefused, ClusterUnreachable, TfhelmError
 
 CLUSTER_LABEL = "tfhelm.io/cluster"
 
@@ -40,6 +40,16 @@ def current_namespace(kubeconfig: str | None = None) -> str:
                 return f.read().strip()
         except OSError:
             return "default"
+
+
+def _reason(err: ApiException) -> str:
+    """The API server's message (a Status object's `message`), else the HTTP reason."""
+    import json
+
+    try:
+        return json.loads(err.body).get("message") or err.reason
+    except (TypeError, ValueError):
+        return str(err.reason)
 
 
 @dataclass
@@ -79,13 +89,49 @@ class Kube:
         except (HTTPError, ApiException, OSError) as err:
             raise ClusterUnreachable(f"{self.api.configuration.host}: {type(err).__name__}") from err
 
-    def ensure_namespace(self, namespace: str) -> None:
+    def ensure_namespace(self, namespace: str) -> bool:
+        """Create the namespace if missing; True when this call created it."""
         try:
             self.core.read_namespace(namespace)
+            return False
         except ApiException as err:
             if err.status != 404:
                 raise TfhelmError(f"namespace {namespace}: {err.reason}") from err
             self.core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=namespace)))
+            return True
+
+    def delete_namespace(self, namespace: str) -> None:
+        try:
+            self.core.delete_namespace(namespace)
+        except ApiException as err:
+            if err.status != 404:
+                raise TfhelmError(f"namespace {namespace}: {err.reason}") from err
+
+    def dry_run_apply(self, namespace: str, objects: list[dict]) -> None:
+        """Server-side apply of every object with dryRun=All: admission (quota, Pod Security,
+        policies) and validation run as for a real apply, and nothing is stored. Raises
+        AdmissionRefused naming the first object the API server refuses."""
+        from kubernetes.dynamic import DynamicClient
+
+        dyn = DynamicClient(self.api)
+        for obj in objects:
+            kind, name = obj.get("kind", "?"), obj.get("metadata", {}).get("name", "?")
+            try:
+                resource = dyn.resources.get(api_version=obj["apiVersion"], kind=kind)
+                dyn.server_side_apply(resource, body=obj, namespace=namespace if resource.namespaced else None,
+                                      field_manager="tfhelm-dry-run", force_conflicts=True, dry_run="All")
+            except ApiException as err:
+                raise AdmissionRefused(namespace, kind, name, _reason(err)) from err
+
+    def pvc_names(self, namespace: str) -> set[str]:
+        return {p.metadata.name for p in self.core.list_namespaced_persistent_volume_claim(namespace).items}
+
+    def delete_pvc(self, namespace: str, name: str) -> None:
+        try:
+            self.core.delete_namespaced_persistent_volume_claim(name, namespace)
+        except ApiException as err:
+            if err.status != 404:
+                raise TfhelmError(f"PersistentVolumeClaim {namespace}/{name}: {err.reason}") from err
 
     def objects(self, namespace: str, cluster: str) -> ClusterObjects:
         sel = f"{CLUSTER_LABEL}={cluster}"
@@ -97,7 +143,7 @@ class Kube:
         )
 
     def delete_jobs(self, namespace: str, cluster: str, timeout: float = 120) -> list[str]:
-        """Delete a cluster's Jobs and their pods (a Job's pod template cannot change in place)."""
+        """Delete a cluster's Jobs and wait until their pods are gone (for a new run)."""
         names = [j.metadata.name for j in self.objects(namespace, cluster).jobs]
         for name in names:
             self.batch.delete_namespaced_job(name, namespace, propagation_policy="Foreground")

@@ -130,13 +130,6 @@ def shape_of(values: dict) -> Shape:
                  chief=bool(v["chief"]["enabled"]), evaluator=bool(v["evaluator"]["enabled"]))
 
 
-def cluster_spec_of(values: dict, namespace: str, release: str) -> dict[str, list[str]]:
-    """The TF_CONFIG `cluster` the chart renders for these values."""
-    v = deep_merge(default_values(), values)
-    name = v.get("clusterName") or release
-    return spec.cluster_spec(name, namespace, shape_of(values), int(v["port"]), v["clusterDomain"])
-
-
 # --- --set parsing: the subset of Helm's strvals that people use ---------------------
 
 _KEY = re.compile(r"([A-Za-z0-9_\-./]+?)(?:\[(\d+)\])?")

@@ -6,7 +6,7 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from tfhelm import spec
+from tfhelm import manifests, spec
 from tfhelm.cli import app
 from tfhelm.manifests import task_tf_configs
 
@@ -28,9 +28,17 @@ SHAPES = [  # (name, workers, ps, chief, evaluator)
 def test_every_rendered_tf_config_matches_tfhelm_tfconfig(name, workers, ps, chief, evaluator, namespace):
     values = {"clusterName": name, "worker": {"replicas": workers}, "ps": {"replicas": ps},
               "chief": {"enabled": chief}, "evaluator": {"enabled": evaluator}}
-    rendered = task_tf_configs(render(values, release=name, namespace=namespace))
+    docs = render(values, release=name, namespace=namespace)
+    rendered = task_tf_configs(docs)
     expected_tasks = spec.tasks(spec.Shape(workers, ps, chief, evaluator))
     assert sorted(rendered) == sorted(expected_tasks)
+    # spec.py mirrors the naming; the generation (a hash of the values) is the chart's alone.
+    generation = manifests.cluster_config(docs)[1]
+    mirrored = spec.cluster_spec(name, namespace, spec.Shape(workers, ps, chief, evaluator),
+                                 generation=generation)
+    assert all(c["cluster"] == mirrored for c in rendered.values())
+    assert {j["metadata"]["name"] for j in manifests.by_kind(docs, "Job")} == {
+        spec.job_name(name, r, generation) for r in spec.JOB_ROLES if spec.Shape(workers, ps, chief, evaluator).count(r)}
     runner = CliRunner()
     shape_args = ["--workers", str(workers), "--ps", str(ps), "-n", namespace,
                   "--chief" if chief else "--no-chief", "--evaluator" if evaluator else "--no-evaluator"]
@@ -42,6 +50,8 @@ def test_every_rendered_tf_config_matches_tfhelm_tfconfig(name, workers, ps, chi
 
 def test_port_and_cluster_domain_agree():
     values = {"port": 3000, "clusterDomain": "cluster.local", "worker": {"replicas": 2}}
-    rendered = task_tf_configs(render(values, release="m", namespace="ns"))
-    cluster = spec.cluster_spec("m", "ns", spec.Shape(workers=2, ps=1), 3000, "cluster.local")
+    docs = render(values, release="m", namespace="ns")
+    rendered = task_tf_configs(docs)
+    cluster = spec.cluster_spec("m", "ns", spec.Shape(workers=2, ps=1), 3000, "cluster.local",
+                                manifests.cluster_config(docs)[1])
     assert rendered[("worker", 1)] == spec.tf_config(cluster, "worker", 1)

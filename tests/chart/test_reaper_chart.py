@@ -3,7 +3,7 @@
 import pytest
 
 from tfhelm.errors import RenderError
-from tfhelm.manifests import by_kind
+from tfhelm.manifests import by_kind, job_names
 
 from .conftest import kinds, render
 
@@ -43,7 +43,7 @@ def test_role_of_a_split_in_graph_cluster():
     ps = ("mnist-ps-0", "mnist-ps-1")
     assert rules(m) == [
         (("batch",), ("jobs",), (), ("list", "watch")),
-        (("batch",), ("jobs",), ("mnist-worker",), ("patch",)),
+        (("batch",), ("jobs",), (job_names(m)["worker"],), ("patch",)),
         (("",), ("events",), (), ("create",)),
         (("apps",), ("deployments",), (), ("list",)),
         (("apps",), ("deployments",), ps, ("delete",)),

@@ -28,7 +28,7 @@ from tfhelm.cli import app
 from tfhelm.helm import Helm, helm_executable, run_sync
 from tfhelm.values import ClusterOptions
 
-from .conftest import job_of, wait_for
+from .conftest import wait_for
 
 CHART = str(chart_path())
 _IMAGE = default_values()["image"]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 
 from tfhelm import deploy, status
 from tfhelm.reaper import REAP, WAIT, ReapConfig, decide

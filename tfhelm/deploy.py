@@ -110,6 +110,8 @@ class Change:
     current: list[status.JobRow]  # the cluster's Jobs now
 
     def lines(self) -> list[str]:
+        if self.current and not (self.values or self.replaced):
+            return [f"no value changed: Jobs {', '.join(j.name for j in self.current)} stay as they are"]
         out = [f"value {v}" for v in self.values]
         for j in self.replaced:
             new = self.new_jobs.get(j.role)

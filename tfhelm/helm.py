@@ -112,7 +112,8 @@ class Helm:
         """The namespace's releases, whatever their state (a killed install is pending), and
         the chart each came from: {"mnist": "tf-cluster"}."""
         try:
-            releases = await self.command.list(namespace=namespace, all=True)
+            releases = await self.command.list(namespace=namespace, include_deployed=True,
+                                                include_failed=True, include_pending=True)
         except helm_errors.Error as err:
             raise ReleaseError(namespace, "*", "list", helm_message(err)) from err
         return {r["name"]: r["chart"].rsplit("-", 1)[0] for r in releases}

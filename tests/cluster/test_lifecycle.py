@@ -11,6 +11,7 @@ keeps running: nothing here depends on how long anything takes.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -116,16 +117,23 @@ def test_helm_upgrade_and_rollback_across_a_worker_count_and_image_change(namesp
     assert json.loads(helm("status", "g", "-n", namespace, "-o", "json"))["info"]["status"] == "deployed"
 
 
-def test_gitops_apply_with_prune_after_a_change(namespace, batch, apps):
+# kubectl prunes server-side applied objects only through an ApplySet; the classic
+# label-selected prune works with client-side apply.
+PRUNE = {"server-side-applyset": ["--server-side", "--prune", "--applyset=gops"],
+         "client-side-selector": ["--prune", "-l", "tfhelm.io/cluster=gops"]}
+
+
+@pytest.mark.parametrize("mode", sorted(PRUNE))
+def test_gitops_apply_with_prune_after_a_change(namespace, batch, apps, mode):
     kubectl = shutil.which("kubectl")
     assert kubectl, "kubectl is built with the local control plane (make testenv)"
 
     def sync(*sets: str) -> None:
         manifests = helm("template", "gops", CHART, "-n", namespace, *NO_STORAGE,
                          *[a for s in sets for a in ("--set", s)])
-        result = subprocess.run([kubectl, "apply", "--server-side", "-n", namespace, "--prune",
-                                 "-l", "tfhelm.io/cluster=gops", "-f", "-"],
-                                input=manifests, capture_output=True, text=True)
+        result = subprocess.run([kubectl, "apply", "-n", namespace, *PRUNE[mode], "-f", "-"],
+                                input=manifests, capture_output=True, text=True,
+                                env={**os.environ, "KUBECTL_APPLYSET": "true"})
         assert result.returncode == 0, result.stderr
 
     sync("worker.replicas=2")
@@ -248,7 +256,7 @@ def test_a_refused_install_removes_what_it_made_and_keeps_existing_data(namespac
                     "--set", "storage.data.existingClaim=team-data", code=1)
     assert "test policy" in result.stderr
     assert "removing PersistentVolumeClaim" in result.stderr and "ref-logs" in result.stderr
-    assert json.loads(helm("list", "-n", namespace, "-a", "-o", "json")) == []
+    assert json.loads(helm("list", "-n", namespace, "--deployed", "--failed", "--pending", "-o", "json")) == []
     # The logs PVC this attempt made is gone; the data that was there stays.
     wait_for(lambda: {p.metadata.name for p in core.list_namespaced_persistent_volume_claim(namespace).items
                       if not p.metadata.deletion_timestamp} == {"team-data"}, 30, what="only team-data left")
@@ -275,7 +283,7 @@ def ps_release_only(ns: str, name: str) -> None:
 
 
 def releases(ns: str) -> list[str]:
-    return sorted(r["name"] for r in json.loads(helm("list", "-n", ns, "-a", "-o", "json")))
+    return sorted(r["name"] for r in json.loads(helm("list", "-n", ns, "--deployed", "--failed", "--pending", "-o", "json")))
 
 
 def test_an_interrupted_install_is_shown_and_finished_or_removed(namespace, batch):

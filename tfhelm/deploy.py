@@ -197,7 +197,7 @@ async def up(p: Plan, helm: Helm, kube: Kube, notify: Notify = lambda _: None,
             await helm.install_or_upgrade(r.name, r.values, p.namespace)
             if not existed:
                 created.append(r.name)
-    except (Exception, KeyboardInterrupt):
+    except Exception:
         await _undo(p, helm, kube, created, pvcs_before, made_namespace, notify)
         raise
     stale_ps = spec.ps_release(p.name)

@@ -195,6 +195,8 @@ def test_a_refused_upgrade_keeps_the_finished_training(namespace, batch, apps):
     old = only_job(batch, namespace, "fin")
     assert old.status.succeeded == 2
     ps_rev = apps.read_namespaced_deployment("fin-ps-0", namespace).metadata.generation
+    refused = tfhelm(*base, "--set", "image.tag=other", code=2)  # a finished training is kept too
+    assert f"Job {old.metadata.name} (Complete, 2/2 succeeded) is replaced" in refused.stderr
     # Admitted by the schema, refused by the API server; --replace given, so only the
     # server-side dry run stands between the request and the finished training.
     result = tfhelm(*base, "--replace", "--set", "worker.podLabels.team=not a valid label!", code=1)

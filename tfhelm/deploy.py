@@ -129,17 +129,23 @@ def _flatten(d, prefix: str = "") -> dict[str, object]:
     return {prefix.rstrip("."): d}
 
 
+def _short(flat: dict, key: str) -> str:
+    """One value as YAML on one line, cut at 60 characters (an inline script is long)."""
+    if key not in flat:
+        return "(unset)"
+    text = yaml.safe_dump(flat[key], default_flow_style=True).strip().removesuffix("...").strip()
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
 def value_changes(old: dict, new: dict) -> list[str]:
     """Dotted keys whose value differs, e.g. "worker.replicas: 2 -> 5"."""
     a, b = _flatten(old), _flatten(new)
-    short = lambda x: (s if len(s := yaml.safe_dump(x, default_flow_style=True).strip().removesuffix("...").strip()) <= 60
-                       else s[:57] + "...")
-    return [f"{k}: {short(a[k]) if k in a else '(unset)'} -> {short(b[k]) if k in b else '(unset)'}"
-            for k in sorted(set(a) | set(b)) if k != "components" and a.get(k, ...) != b.get(k, ...)]
+    return [f"{k}: {_short(a, k)} -> {_short(b, k)}"
+            for k in sorted(set(a) | set(b)) if a.get(k, ...) != b.get(k, ...)]
 
 
 async def change_of(p: Plan, rendered: dict[str, list[dict]], helm: Helm, kube: Kube) -> Change:
-    """Pure reading: the values and Jobs an upgrade of the cluster would change."""
+    """What an upgrade would change (values, Jobs); reads the cluster, changes nothing."""
     old = await helm.get_values(p.name, p.namespace)
     if old is None:
         old = await helm.get_values(spec.ps_release(p.name), p.namespace)
@@ -172,7 +178,8 @@ async def up(p: Plan, helm: Helm, kube: Kube, notify: Notify = lambda _: None,
             raise SpecError("--name", f"release {p.namespace}/{r.name} exists and holds chart "
                             f"{charts[r.name]}", "choose another name")
     change = await change_of(p, rendered, helm, kube)
-    for line in change.lines():
+    rerun = replace and change.current and not (change.values or change.replaced)
+    for line in [] if rerun else change.lines():
         notify(line)
     if change.replaced and not replace:
         running = [j.name for j in change.replaced]
@@ -187,8 +194,7 @@ async def up(p: Plan, helm: Helm, kube: Kube, notify: Notify = lambda _: None,
         for r in p.releases:
             kube.dry_run_apply(p.namespace, rendered[r.name])
         notify(f"the API server admits every object of {p.namespace}/{p.name} (server-side dry run)")
-        if replace and not change.replaced and change.current:
-            # Same generation, asked to replace: a new run of the same cluster.
+        if rerun:  # same values, asked to replace: a new run of the same cluster
             for name in kube.delete_jobs(p.namespace, p.name):
                 notify(f"deleted Job {p.namespace}/{name} for a new run")
         for r in p.releases:

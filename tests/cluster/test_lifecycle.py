@@ -47,6 +47,11 @@ def tfhelm(*args: str, code: int = 0):
     return result
 
 
+def said(result) -> str:
+    """A CLI run's stderr with rich's line wrapping undone."""
+    return " ".join(result.stderr.split())
+
+
 def helm(*args: str, stdin: str | None = None) -> str:
     result = subprocess.run([helm_executable(), *args], input=stdin, capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
@@ -171,20 +176,20 @@ def test_up_shows_the_change_and_replaces_a_running_training_only_when_told(name
     pods = {p.metadata.uid for p in core.list_namespaced_pod(namespace, label_selector=f"job-name={old.metadata.name}").items}
 
     refused = tfhelm(*base, "--workers", "3", code=2)
-    assert "worker.replicas: 2 -> 3" in refused.stderr
-    assert f"Job {old.metadata.name} (Running, 0/2 succeeded) is replaced" in refused.stderr
-    assert "--replace" in refused.stderr and "nothing was changed" in refused.stderr
+    assert "worker.replicas: 2 -> 3" in said(refused)
+    assert f"Job {old.metadata.name} (Running, 0/2 succeeded) is replaced" in said(refused)
+    assert "--replace" in said(refused) and "nothing was changed" in said(refused)
     assert only_job(batch, namespace, "run").metadata.uid == old.metadata.uid
     assert {p.metadata.uid for p in core.list_namespaced_pod(
         namespace, label_selector=f"job-name={old.metadata.name}").items} == pods
     assert (revisions(namespace, "run"), revisions(namespace, "run-ps")) == (1, 1)
 
     same = tfhelm(*base, "--workers", "2")  # unchanged: nothing replaced, nothing asked
-    assert "is replaced" not in same.stderr
+    assert "is replaced" not in said(same)
     assert only_job(batch, namespace, "run").metadata.uid == old.metadata.uid
 
     done = tfhelm(*base, "--workers", "3", "--replace")
-    assert "server-side dry run" in done.stderr
+    assert "server-side dry run" in said(done)
     new = only_job(batch, namespace, "run")
     assert new.metadata.name != old.metadata.name and new.spec.completions == 3
 
@@ -196,15 +201,20 @@ def test_a_refused_upgrade_keeps_the_finished_training(namespace, batch, apps):
     assert old.status.succeeded == 2
     ps_rev = apps.read_namespaced_deployment("fin-ps-0", namespace).metadata.generation
     refused = tfhelm(*base, "--set", "image.tag=other", code=2)  # a finished training is kept too
-    assert f"Job {old.metadata.name} (Complete, 2/2 succeeded) is replaced" in refused.stderr
+    assert f"Job {old.metadata.name} (Complete, 2/2 succeeded) is replaced" in said(refused)
     # Admitted by the schema, refused by the API server; --replace given, so only the
     # server-side dry run stands between the request and the finished training.
     result = tfhelm(*base, "--replace", "--set", "worker.podLabels.team=not a valid label!", code=1)
-    assert "refuses Job" in result.stderr and "invalid" in result.stderr.lower()
+    assert "refuses Job" in said(result) and "invalid" in said(result).lower()
     kept = batch.read_namespaced_job(old.metadata.name, namespace)
     assert kept.metadata.uid == old.metadata.uid and kept.status.succeeded == 2
     assert (revisions(namespace, "fin"), revisions(namespace, "fin-ps")) == (1, 1)
     assert apps.read_namespaced_deployment("fin-ps-0", namespace).metadata.generation == ps_rev
+
+    rerun = tfhelm(*base, "--replace")  # same values, told to replace: a new run
+    assert f"deleted Job {namespace}/{old.metadata.name} for a new run" in said(rerun)
+    again = only_job(batch, namespace, "fin")
+    assert again.metadata.name == old.metadata.name and again.metadata.uid != old.metadata.uid
 
 
 @pytest.fixture
@@ -256,8 +266,8 @@ def test_a_refused_install_removes_what_it_made_and_keeps_existing_data(namespac
         "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}})
     result = tfhelm("up", "--name", "ref", "-n", namespace, "--workers", "1", "--ps", "1",
                     "--set", "storage.data.existingClaim=team-data", code=1)
-    assert "test policy" in result.stderr
-    assert "removing PersistentVolumeClaim" in result.stderr and "ref-logs" in result.stderr
+    assert "test policy" in said(result)
+    assert "removing PersistentVolumeClaim" in said(result) and "ref-logs" in said(result)
     assert json.loads(helm("list", "-n", namespace, "--deployed", "--failed", "--pending", "-o", "json")) == []
     # The logs PVC this attempt made is gone; the data that was there stays.
     wait_for(lambda: {p.metadata.name for p in core.list_namespaced_persistent_volume_claim(namespace).items
@@ -291,13 +301,13 @@ def releases(ns: str) -> list[str]:
 def test_an_interrupted_install_is_shown_and_finished_or_removed(namespace, batch):
     ps_release_only(namespace, "half")
     shown = tfhelm("status", "half", "-n", namespace)
-    assert "interrupted install" in shown.stderr and "half-ps" in shown.stderr
+    assert "interrupted install" in said(shown) and "half-ps" in said(shown)
     assert "1 parameter server(s)" in shown.stdout
 
     reaped = subprocess.run([str(Path(sys.executable).parent / "tfhelm"), "reap", "half",
                              "-n", namespace], capture_output=True, text=True, timeout=120)
     assert reaped.returncode == 0, reaped.stderr
-    assert "interrupted install" in reaped.stderr and releases(namespace) == []
+    assert "interrupted install" in said(reaped) and releases(namespace) == []
 
     ps_release_only(namespace, "half")
     tfhelm("down", "half", "-n", namespace)
@@ -322,5 +332,5 @@ def test_commands_touch_only_tf_cluster_releases(namespace, tmp_path):
                  ["tfconfig", "ws", "--task", "worker:0"]):
         result = tfhelm(*args, "-n", namespace, code=2)
         assert len(result.stderr.strip().splitlines()) == 1, result.stderr
-        assert f"release {namespace}/ws holds chart other, not a TF cluster" in result.stderr
+        assert f"release {namespace}/ws holds chart other, not a TF cluster" in said(result)
     assert releases(namespace) == ["ws"]

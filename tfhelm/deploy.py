@@ -188,7 +188,7 @@ async def up(p: Plan, helm: Helm, kube: Kube, notify: Notify = lambda _: None,
                              "restarts from its last checkpoint); nothing was changed. Rerun with "
                              "--replace to do it, or `tfhelm down` first")
     made_namespace = kube.ensure_namespace(p.namespace)
-    pvcs_before = kube.pvc_names(p.namespace)
+    pvcs_before = kube.pvc_names(p.namespace, p.name)
     created: list[str] = []
     try:
         for r in p.releases:
@@ -223,7 +223,7 @@ async def _undo(p: Plan, helm: Helm, kube: Kube, created: list[str], pvcs_before
         notify(f"removing namespace {p.namespace} again")
         kube.delete_namespace(p.namespace)
         return
-    for pvc in sorted(kube.pvc_names(p.namespace) - pvcs_before):
+    for pvc in sorted(kube.pvc_names(p.namespace, p.name) - pvcs_before):
         notify(f"removing PersistentVolumeClaim {p.namespace}/{pvc} again (made by this attempt)")
         kube.delete_pvc(p.namespace, pvc)
 

@@ -128,8 +128,10 @@ class Kube:
                     continue
                 raise AdmissionRefused(namespace, kind, name, _reason(err)) from err
 
-    def pvc_names(self, namespace: str) -> set[str]:
-        return {p.metadata.name for p in self.core.list_namespaced_persistent_volume_claim(namespace).items}
+    def pvc_names(self, namespace: str, cluster: str) -> set[str]:
+        """The cluster's PVCs (by label: a PVC someone else makes meanwhile is not ours)."""
+        return {p.metadata.name for p in self.core.list_namespaced_persistent_volume_claim(
+            namespace, label_selector=f"{CLUSTER_LABEL}={cluster}").items}
 
     def delete_pvc(self, namespace: str, name: str) -> None:
         try:

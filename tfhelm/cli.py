@@ -9,14 +9,15 @@ from pathlib import Path
 from typing import Optional
 
 import typer
+from rich.markup import escape
 
-from tfhelm import deploy, gitops, spec, status, users, uservalues
+from tfhelm import deploy, gitops, manifests, spec, status, users, uservalues
 from tfhelm.console import OneLineErrors, cli_errors, err, out
 from tfhelm.errors import SpecError, TrainingFailed
 from tfhelm.helm import Helm, run_sync
 from tfhelm.kube import CONTEXT_ENV, Kube, namespace_or_current
 from tfhelm.output import OutputOpt, check_format, emit, table
-from tfhelm.values import ClusterOptions, cluster_spec_of, compute_values, generate_name, shape_of
+from tfhelm.values import ClusterOptions, generate_name, shape_of
 
 app = typer.Typer(help="Distributed TensorFlow on Kubernetes from a few parameters. Exit codes: "
                   "0 done, 1 training failed, 2 bad input, 3 no cluster or forbidden, 4 timed out, "
@@ -108,8 +109,13 @@ def up(name: Optional[str] = typer.Option(None, "--name", help="Cluster name (de
        reap: bool = typer.Option(False, "--reap", help="Wait until training is done, then remove the "
                                  "parameter servers (grace, completion, onFailure: the `reaper` values)."),
        dry_run: bool = typer.Option(False, "--dry-run", help="Print the manifests; touch no cluster."),
+       replace: bool = typer.Option(False, "--replace", help="Let a change replace Jobs that ran or run "
+                                    "(training restarts from its checkpoint); unchanged: a new run."),
        script_args: Optional[list[str]] = ArgsArg):
-    """Create (or upgrade) a TF cluster: the PS release and the main release."""
+    """Create (or upgrade) a TF cluster: the PS release and the main release.
+
+    On an existing cluster it shows what changes and applies nothing the API server would
+    refuse (server-side dry run first)."""
     generated = name is None
     opts = _options(name or generate_name(), namespace, workers, ps, chief, evaluator, in_graph,
                     image, script, gpus, values_files, _sets(sets, set_strings, set_jsons),
@@ -121,7 +127,8 @@ def up(name: Optional[str] = typer.Option(None, "--name", help="Cluster name (de
                   highlight=False, soft_wrap=True)
         return
     kube = Kube()
-    run_sync(deploy.up(p, helm, kube, notify=lambda m: err.print(f"[dim]•[/dim] {m}")))
+    run_sync(deploy.up(p, helm, kube, notify=lambda m: err.print(f"[dim]•[/dim] {escape(m)}"),
+                       replace=replace))
     s = p.shape
     err.print(f"[green]✓[/green] TF cluster [bold]{p.namespace}/{p.name}[/bold]: {s.workers} worker(s), "
               f"{s.ps} PS{', chief' if s.chief else ''}{', evaluator' if s.evaluator else ''}"
@@ -158,7 +165,7 @@ def down(name: str = typer.Argument(..., help="Cluster name."), namespace: Optio
     ns = namespace_or_current(namespace)
     spec.validate_name(name, field="NAME")
     found = run_sync(deploy.down(name, ns, Helm(), Kube(), purge=purge,
-                                 notify=lambda m: err.print(f"[dim]•[/dim] {m}")))
+                                 notify=lambda m: err.print(f"[dim]•[/dim] {escape(m)}")))
     if not found:
         raise SpecError("NAME", f"no TF cluster '{name}' in namespace {ns}", "see `tfhelm list -n NAMESPACE`")
     if not purge:
@@ -173,10 +180,13 @@ def status_(name: str = typer.Argument(..., help="Cluster name."),
     fmt = check_format(output)
     ns = namespace_or_current(namespace)
     spec.validate_name(name, field="NAME")
+    installed = run_sync(deploy.find(name, ns, Helm()))
     kube = Kube()
     objs = kube.objects(ns, name)
-    if not (objs.pods or objs.jobs or objs.deployments):
+    if not (objs.pods or objs.jobs or objs.deployments or installed.ps or installed.workload):
         raise SpecError("NAME", f"no TF cluster '{name}' in namespace {ns}", "see `tfhelm list -n NAMESPACE`")
+    if installed.interrupted:
+        err.print(f"[yellow]{escape(installed.interrupted_line())}[/yellow]", highlight=False, soft_wrap=True)
     from tfhelm.reaper import cluster_events
 
     events = cluster_events(kube, ns, objs.jobs)
@@ -245,15 +255,13 @@ def tfconfig(name: str = typer.Argument(..., help="Cluster name."),
     role, index = spec.parse_task(task) if task else ("chief", 0)
     ns = namespace_or_current(namespace)
     flags = _sets(sets, set_strings, set_jsons)
+    # The hosts come from the chart itself (rendered, or the installed release's manifest).
     if any(x is not None for x in (workers, ps, chief, evaluator)) or values_files or flags:
-        values = compute_values(_options(name, ns, workers, ps, chief, evaluator, None, None, None,
-                                         None, values_files, flags, None))
+        values = deploy.plan(_options(name, ns, workers, ps, chief, evaluator, None, None, None,
+                                      None, values_files, flags, None)).values
+        cluster, _ = manifests.cluster_config(manifests.render(values, name, ns))
     else:
-        values = run_sync(Helm().get_values(name, ns))
-        if values is None:
-            raise SpecError("NAME", f"no release '{name}' in namespace {ns}",
-                            "pass the shape (--workers, --ps, -f ...) to compute it offline")
-    cluster = cluster_spec_of(values, ns, name)
+        cluster, values = run_sync(deploy.cluster_config(name, ns, Helm()))
     if client:
         cluster = spec.with_client(cluster, client)
     else:

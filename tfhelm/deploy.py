@@ -2,7 +2,12 @@
 
 A cluster with parameter servers is two releases of the same chart: `<name>-ps`
 (components=ps) and `<name>` (components=workload), so the PS can be uninstalled alone
-once training is done. Both get the same values, hence the same TF_CONFIG.
+once training is done. Both get the same values, hence the same TF_CONFIG and the same
+generation (the hash in the Job names: a changed cluster gets new Jobs).
+
+The PS release is installed first. A `tfhelm up` killed between the two leaves a PS
+release without its workload: `find()` reports it as interrupted, and `up` (again),
+`down` and `reap` finish or remove it.
 """
 
 from __future__ import annotations
@@ -12,8 +17,8 @@ from typing import Callable
 
 import yaml
 
-from tfhelm import spec
-from tfhelm.errors import SpecError
+from tfhelm import manifests, spec, status
+from tfhelm.errors import SpecError, UsageError
 from tfhelm.helm import Helm
 from tfhelm.kube import Kube
 from tfhelm.values import ClusterOptions, compute_values, shape_of
@@ -58,27 +63,142 @@ def manifests_yaml(rendered: dict[str, list[dict]]) -> str:
 
 
 Notify = Callable[[str], None]
+CHART = "tf-cluster"
 
 
-async def up(p: Plan, helm: Helm, kube: Kube, notify: Notify = lambda _: None) -> None:
-    """Install or upgrade both releases. A failure leaves nothing half-made: Helm rolls
-    back a failed release, and a PS release this call created is removed again."""
-    await render(p, helm)
+@dataclass
+class Installed:
+    """The releases of one cluster as Helm lists them."""
+    name: str
+    namespace: str
+    workload: bool
+    ps: bool
+
+    @property
+    def interrupted(self) -> bool:
+        """A PS release without its workload release: an install that did not finish."""
+        return self.ps and not self.workload
+
+    def interrupted_line(self) -> str:
+        return (f"interrupted install: release {self.namespace}/{spec.ps_release(self.name)} "
+                f"(parameter servers) has no workload release {self.name}; `tfhelm up --name "
+                f"{self.name}` finishes it, `tfhelm down {self.name}` or `tfhelm reap {self.name}` removes it")
+
+
+async def find(name: str, namespace: str, helm: Helm, field: str = "NAME") -> Installed:
+    """The cluster's releases; a release of that name from another chart is a usage error,
+    so `down`, `status`, `reap` and `tfconfig` never act on, say, a user's workspace."""
+    charts = await helm.charts(namespace)
+    for release in (name, spec.ps_release(name)):
+        chart = charts.get(release)
+        if chart is not None and chart != CHART:
+            raise SpecError(field, f"release {namespace}/{release} holds chart {chart}, not a TF "
+                            f"cluster ({CHART})", "tfhelm acts only on tf-cluster releases")
+    return Installed(name, namespace, name in charts, spec.ps_release(name) in charts)
+
+
+class ReplaceRefused(UsageError):
+    """`tfhelm up` would replace a training that ran or runs, and was not told to."""
+
+
+@dataclass
+class Change:
+    """What an upgrade changes: values (dotted keys) and the Jobs it replaces."""
+    values: list[str]  # "worker.replicas: 2 -> 5"
+    replaced: list[status.JobRow]  # current Jobs the new generation replaces
+    new_jobs: dict[str, str]  # role -> new Job name
+    current: list[status.JobRow]  # the cluster's Jobs now
+
+    def lines(self) -> list[str]:
+        if self.current and not (self.values or self.replaced):
+            return [f"no value changed: Jobs {', '.join(j.name for j in self.current)} stay as they are"]
+        out = [f"value {v}" for v in self.values]
+        for j in self.replaced:
+            new = self.new_jobs.get(j.role)
+            out.append(f"Job {j.name} ({j.state}, {j.succeeded}/{j.total} succeeded) is replaced"
+                       + (f" by {new}" if new else " and not recreated"))
+        return out
+
+
+def _flatten(d, prefix: str = "") -> dict[str, object]:
+    if isinstance(d, dict) and d:
+        out: dict[str, object] = {}
+        for k, v in d.items():
+            out.update(_flatten(v, f"{prefix}{k}."))
+        return out
+    return {prefix.rstrip("."): d}
+
+
+def _short(flat: dict, key: str) -> str:
+    """One value as YAML on one line, cut at 60 characters (an inline script is long)."""
+    if key not in flat:
+        return "(unset)"
+    text = yaml.safe_dump(flat[key], default_flow_style=True).strip().removesuffix("...").strip()
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def value_changes(old: dict, new: dict) -> list[str]:
+    """Dotted keys whose value differs, e.g. "worker.replicas: 2 -> 5"."""
+    a, b = _flatten(old), _flatten(new)
+    return [f"{k}: {_short(a, k)} -> {_short(b, k)}"
+            for k in sorted(set(a) | set(b)) if a.get(k, ...) != b.get(k, ...)]
+
+
+async def change_of(p: Plan, rendered: dict[str, list[dict]], helm: Helm, kube: Kube) -> Change:
+    """What an upgrade would change (values, Jobs); reads the cluster, changes nothing."""
+    old = await helm.get_values(p.name, p.namespace)
+    if old is None:
+        old = await helm.get_values(spec.ps_release(p.name), p.namespace)
+    workload = rendered[p.name]
+    new_jobs = manifests.job_names(workload)
+    current = [status.job_row(j) for j in kube.objects(p.namespace, p.name).jobs
+               if not j.metadata.deletion_timestamp]
+    replaced = [j for j in current if j.name not in new_jobs.values()]
+    olds = {k: v for k, v in (old or {}).items() if k != "components"}
+    return Change(value_changes(olds, p.values) if old is not None else [], replaced, new_jobs, current)
+
+
+async def up(p: Plan, helm: Helm, kube: Kube, notify: Notify = lambda _: None,
+             replace: bool = False) -> Change:
+    """Install or upgrade both releases, without ever leaving a half-made cluster:
+
+    1. render (schema, templates) and read what exists; a change that replaces Jobs that
+       ran or run is refused unless `replace` (their pods and status would go);
+    2. a server-side dry run of every object: nothing changes before the API server
+       admitted the whole cluster (quota, Pod Security, policies);
+    3. install/upgrade, PS first. A failure undoes what this call made: Helm rolls back a
+       failed release; releases, PVCs and the namespace this call created are removed.
+       PVCs that existed before (data) are never touched.
+    """
+    rendered = await render(p, helm)
     kube.ping()
-    kube.ensure_namespace(p.namespace)
-    installed = await helm.charts(p.namespace)
+    charts = await helm.charts(p.namespace)
     for r in p.releases:
-        if installed.get(r.name, "tf-cluster") != "tf-cluster":
+        if charts.get(r.name, CHART) != CHART:
             raise SpecError("--name", f"release {p.namespace}/{r.name} exists and holds chart "
-                            f"{installed[r.name]}", "choose another name")
-    if p.name in installed:
-        replaced = kube.delete_jobs(p.namespace, p.name)
-        if replaced:
-            notify(f"replacing Jobs {', '.join(replaced)} (a Job's pod template cannot change in place)")
+                            f"{charts[r.name]}", "choose another name")
+    change = await change_of(p, rendered, helm, kube)
+    rerun = replace and change.current and not (change.values or change.replaced)
+    for line in [] if rerun else change.lines():
+        notify(line)
+    if change.replaced and not replace:
+        running = [j.name for j in change.replaced]
+        raise ReplaceRefused(f"--replace: this change replaces Job(s) {', '.join(running)} of "
+                             f"{p.namespace}/{p.name} (their pods and status go; the training "
+                             "restarts from its last checkpoint); nothing was changed. Rerun with "
+                             "--replace to do it, or `tfhelm down` first")
+    made_namespace = kube.ensure_namespace(p.namespace)
+    pvcs_before = kube.pvc_names(p.namespace, p.name)
     created: list[str] = []
     try:
         for r in p.releases:
-            existed = r.name in installed
+            kube.dry_run_apply(p.namespace, rendered[r.name])
+        notify(f"the API server admits every object of {p.namespace}/{p.name} (server-side dry run)")
+        if rerun:  # same values, asked to replace: a new run of the same cluster
+            for name in kube.delete_jobs(p.namespace, p.name):
+                notify(f"deleted Job {p.namespace}/{name} for a new run")
+        for r in p.releases:
+            existed = r.name in charts
             notify(f"{'upgrading' if existed else 'installing'} release {p.namespace}/{r.name}")
             # No wait between the releases: the PS mount the volumes the workload release
             # makes, and workers retry until the PS answer. `--wait` watches training.
@@ -86,19 +206,35 @@ async def up(p: Plan, helm: Helm, kube: Kube, notify: Notify = lambda _: None) -
             if not existed:
                 created.append(r.name)
     except Exception:
-        for name in created:
-            notify(f"removing release {p.namespace}/{name} again")
-            await helm.uninstall(name, p.namespace)
+        await _undo(p, helm, kube, created, pvcs_before, made_namespace, notify)
         raise
     stale_ps = spec.ps_release(p.name)
     if not p.shape.ps and await helm.uninstall(stale_ps, p.namespace):
         notify(f"removed release {p.namespace}/{stale_ps} (no parameter servers any more)")
+    return change
+
+
+async def _undo(p: Plan, helm: Helm, kube: Kube, created: list[str], pvcs_before: set[str],
+                made_namespace: bool, notify: Notify) -> None:
+    """Remove what a failed `up` made: its new releases, the PVCs they left (Helm keeps
+    PVCs on uninstall) and the namespace, if this call created it."""
+    for name in reversed(created):
+        notify(f"removing release {p.namespace}/{name} again")
+        await helm.uninstall(name, p.namespace)
+    if made_namespace:
+        notify(f"removing namespace {p.namespace} again")
+        kube.delete_namespace(p.namespace)
+        return
+    for pvc in sorted(kube.pvc_names(p.namespace, p.name) - pvcs_before):
+        notify(f"removing PersistentVolumeClaim {p.namespace}/{pvc} again (made by this attempt)")
+        kube.delete_pvc(p.namespace, pvc)
 
 
 async def down(name: str, namespace: str, helm: Helm, kube: Kube, purge: bool = False,
                notify: Notify = lambda _: None) -> bool:
-    """Uninstall both releases; PVCs (data, logs, checkpoints) stay unless `purge`.
-    Returns False when there was nothing to remove."""
+    """Uninstall both releases (an interrupted install's PS release too); PVCs (data, logs,
+    checkpoints) stay unless `purge`. Returns False when there was nothing to remove."""
+    await find(name, namespace, helm)
     found = False
     for release in (spec.ps_release(name), name):
         if await helm.uninstall(release, namespace):
@@ -109,3 +245,24 @@ async def down(name: str, namespace: str, helm: Helm, kube: Kube, purge: bool = 
             found = True
             notify(f"deleted PersistentVolumeClaim {namespace}/{pvc}")
     return found
+
+
+async def remove_interrupted(name: str, namespace: str, helm: Helm, kube: Kube) -> bool:
+    """Uninstall the PS release of an interrupted install (no workload release, no Jobs):
+    nothing trains, so nothing is lost. False when the cluster is not in that state."""
+    found = await find(name, namespace, helm)
+    if not found.interrupted or kube.objects(namespace, name).jobs:
+        return False
+    return await helm.uninstall(spec.ps_release(name), namespace)
+
+
+async def cluster_config(name: str, namespace: str, helm: Helm) -> tuple[dict, dict]:
+    """TF_CONFIG `cluster` and values of an installed cluster, read from its release (the
+    chart computed the hosts and their generation; nothing is recomputed here)."""
+    found = await find(name, namespace, helm)
+    for release in (name, spec.ps_release(name)) if found.workload else (spec.ps_release(name),):
+        docs = await helm.manifest(release, namespace)
+        if docs:
+            return manifests.cluster_config(docs)[0], await helm.get_values(release, namespace) or {}
+    raise SpecError("NAME", f"no TF cluster '{name}' in namespace {namespace}",
+                    "pass the shape (--workers, --ps, -f ...) to compute it offline")

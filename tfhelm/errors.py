@@ -73,7 +73,18 @@ class ReleaseError(TfhelmError):
         super().__init__(f"{action} {namespace}/{release} failed: {reason}")
 
 
-_HELM_NO_CLUSTER = re.compile(r"forbidden|unauthorized|cluster unreachable|connection refused|"
+class AdmissionRefused(TfhelmError):
+    """The API server refused an object (a server-side dry run): names it and why."""
+
+    def __init__(self, namespace: str, kind: str, name: str, reason: str):
+        self.namespace, self.kind, self.name = namespace, kind, name
+        super().__init__(f"the API server refuses {kind} {namespace}/{name}: {reason}")
+
+
+# RBAC says `User "..." cannot <verb> ...`; admission (Pod Security, quota, policies) also
+# answers "is forbidden", but that is an object refused (5), not access denied (3).
+_RBAC_DENIED = re.compile(r'User "[^"]*" cannot ')
+_HELM_NO_CLUSTER = re.compile(_RBAC_DENIED.pattern + r"|unauthorized|cluster unreachable|connection refused|"
                               r"no such host|i/o timeout|dial tcp", re.I)
 _HELM_TIMEOUT = re.compile(r"context deadline exceeded|timed out waiting", re.I)
 
@@ -95,15 +106,24 @@ def one_line(text: str, limit: int = 400) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+def api_message(err) -> str:
+    """The API server's message (a Status object's `message`), else the HTTP reason."""
+    try:
+        return json.loads(err.body or "{}").get("message") or err.reason or ""
+    except (ValueError, AttributeError, TypeError):
+        return err.reason or ""
+
+
+def access_denied(err) -> bool:
+    """401, or RBAC's 403; not admission's 403 (Pod Security, quota, policies refuse objects)."""
+    return err.status == 401 or (err.status == 403 and bool(_RBAC_DENIED.search(api_message(err))))
+
+
 def api_error(err, what: str = "") -> TfhelmError:
     """A kubernetes ApiException as one line; the API server's message names the object,
     `what` (e.g. "secret team-a/x") says what tfhelm was doing."""
-    prefix, message = (f"{what}: " if what else ""), err.reason or ""
-    try:
-        message = json.loads(err.body or "{}").get("message") or message
-    except (ValueError, AttributeError, TypeError):
-        pass
-    if err.status in (401, 403):
+    prefix, message = (f"{what}: " if what else ""), api_message(err)
+    if access_denied(err):
         return Forbidden(one_line(f"{prefix}forbidden ({err.status}): {message}") +
                          "; use a kubeconfig with access, or ask the cluster's admin for it")
     return TfhelmError(one_line(f"{prefix}the API server refused ({err.status}): {message}"))

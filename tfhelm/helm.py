@@ -151,10 +151,23 @@ class Helm:
                 return None
             raise ReleaseError(namespace, release, "read", helm_message(err)) from err
 
-    async def charts(self, namespace: str) -> dict[str, str]:
-        """The namespace's releases and the chart each came from: {"mnist": "tf-cluster"}."""
+    async def manifest(self, release: str, namespace: str) -> list[dict] | None:
+        """The objects of an installed release (`helm get manifest`); None when it does not exist."""
         try:
-            releases = await self.command.list(namespace=namespace)
+            return [d for d in await self.command.get_resources(release, namespace=namespace) if d]
+        except helm_errors.ReleaseNotFoundError:
+            return None
+        except helm_errors.Error as err:
+            if "not found" in err.stderr.decode():
+                return None
+            raise ReleaseError(namespace, release, "read", helm_message(err)) from err
+
+    async def charts(self, namespace: str) -> dict[str, str]:
+        """The namespace's releases, whatever their state (a killed install is pending), and
+        the chart each came from: {"mnist": "tf-cluster"}."""
+        try:
+            releases = await self.command.list(namespace=namespace, include_deployed=True,
+                                                include_failed=True, include_pending=True)
         except helm_errors.Error as err:
             raise ReleaseError(namespace, "*", "list", helm_message(err)) from err
         return {r["name"]: r["chart"].rsplit("-", 1)[0] for r in releases}

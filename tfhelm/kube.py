@@ -11,7 +11,8 @@ from kubernetes import client, config
 from kubernetes.client.rest import ApiException
 from urllib3.exceptions import HTTPError
 
-from tfhelm.errors import ClusterUnreachable, SpecError, TimedOut, api_error
+from tfhelm.errors import (AdmissionRefused, ClusterUnreachable, SpecError, TimedOut, access_denied,
+                           api_error, api_message)
 from tfhelm.spec import validate_namespace
 
 CLUSTER_LABEL = "tfhelm.io/cluster"
@@ -115,13 +116,58 @@ class Kube:
         except (HTTPError, ApiException, OSError) as err:
             raise ClusterUnreachable(f"{self.api.configuration.host}: {type(err).__name__}") from err
 
-    def ensure_namespace(self, namespace: str) -> None:
+    def ensure_namespace(self, namespace: str) -> bool:
+        """Create the namespace if missing; True when this call created it."""
         try:
             self.core.read_namespace(namespace)
+            return False
         except ApiException as err:
             if err.status != 404:
                 raise api_error(err, f"namespace {namespace}") from err
             self.core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=namespace)))
+            return True
+
+    def delete_namespace(self, namespace: str) -> None:
+        try:
+            self.core.delete_namespace(namespace)
+        except ApiException as err:
+            if err.status != 404:
+                raise api_error(err, f"namespace {namespace}") from err
+
+    def dry_run_apply(self, namespace: str, objects: list[dict]) -> None:
+        """Server-side apply of every object with dryRun=All: admission (quota, Pod Security,
+        policies) and validation run as for a real apply, and nothing is stored. Raises
+        AdmissionRefused naming the first object the API server refuses."""
+        from kubernetes.dynamic import DynamicClient
+
+        dyn = DynamicClient(self.api)
+        roles = {o["metadata"]["name"] for o in objects if o.get("kind") == "Role"}
+        for obj in objects:
+            kind, name = obj.get("kind", "?"), obj.get("metadata", {}).get("name", "?")
+            try:
+                resource = dyn.resources.get(api_version=obj["apiVersion"], kind=kind)
+                dyn.server_side_apply(resource, body=obj, namespace=namespace if resource.namespaced else None,
+                                      field_manager="tfhelm-dry-run", force_conflicts=True, dry_run="All")
+            except ApiException as err:
+                # A dry run stores nothing: a RoleBinding to a Role of the same release cannot
+                # be checked (the RBAC escalation check finds no Role) until the Role exists.
+                if err.status == 404 and kind == "RoleBinding" and obj.get("roleRef", {}).get("name") in roles:
+                    continue
+                if access_denied(err):  # RBAC (exit 3); admission's refusals are exit 5
+                    raise api_error(err, f"{kind} {namespace}/{name}") from err
+                raise AdmissionRefused(namespace, kind, name, api_message(err)) from err
+
+    def pvc_names(self, namespace: str, cluster: str) -> set[str]:
+        """The cluster's PVCs (by label: a PVC someone else makes meanwhile is not ours)."""
+        return {p.metadata.name for p in self.core.list_namespaced_persistent_volume_claim(
+            namespace, label_selector=f"{CLUSTER_LABEL}={cluster}").items}
+
+    def delete_pvc(self, namespace: str, name: str) -> None:
+        try:
+            self.core.delete_namespaced_persistent_volume_claim(name, namespace)
+        except ApiException as err:
+            if err.status != 404:
+                raise api_error(err, f"PersistentVolumeClaim {namespace}/{name}") from err
 
     def objects(self, namespace: str, cluster: str) -> ClusterObjects:
         sel = f"{CLUSTER_LABEL}={cluster}"
@@ -151,7 +197,7 @@ class Kube:
                 and (n.metadata.annotations or {}).get("kwok.x-k8s.io/node") == "fake"}
 
     def delete_jobs(self, namespace: str, cluster: str, timeout: float = 120) -> list[str]:
-        """Delete a cluster's Jobs and their pods (a Job's pod template cannot change in place)."""
+        """Delete a cluster's Jobs and wait until their pods are gone (for a new run)."""
         names = [j.metadata.name for j in self.objects(namespace, cluster).jobs]
         for name in names:
             self.batch.delete_namespaced_job(name, namespace, propagation_policy="Foreground")

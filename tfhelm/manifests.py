@@ -68,3 +68,19 @@ def _config_volume(pod: dict) -> str:
 
 def by_kind(manifests: list[dict], kind: str) -> list[dict]:
     return [m for m in manifests if m.get("kind") == kind]
+
+
+def cluster_config(manifests: list[dict]) -> tuple[dict[str, list[str]], str]:
+    """The TF_CONFIG `cluster` and the generation (the hash in Job names) a rendered
+    release carries in its config ConfigMap: the chart computes them, tfhelm reads them."""
+    for cm in by_kind(manifests, "ConfigMap"):
+        data = cm.get("data") or {}
+        if "cluster.json" in data and "generation" in data:
+            return json.loads(data["cluster.json"]), data["generation"]
+    raise ValueError("no tf-cluster config ConfigMap in these manifests")
+
+
+def job_names(manifests: list[dict]) -> dict[str, str]:
+    """{role: Job name} of a rendered release."""
+    return {j["metadata"]["labels"]["tfhelm.io/role"]: j["metadata"]["name"]
+            for j in by_kind(manifests, "Job")}

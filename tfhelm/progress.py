@@ -36,7 +36,8 @@ def wait_for_training(kube: Kube, namespace: str, name: str, shape: Shape, conso
             objs = kube.objects(namespace, name)
             live = {r.task for r in status.task_rows(objs) if r.phase in ("Running", "Succeeded")}
             jobs = status.job_rows(objs)
-            succeeded = sum(j.succeeded for j in jobs if j.role == finishing)
+            current = status.current_jobs(jobs).get(finishing)  # not an old generation's Job
+            succeeded = current.succeeded if current else 0
             counts = (min(len(live), total), min(succeeded, goal))
             if bar:
                 bar.update(started, completed=counts[0])

@@ -132,7 +132,7 @@ def decide(cluster: str, jobs: list[JobRow], cfg: ReapConfig, now: float,
             return Decision(KEEP, cluster, f"{why}; keeping the parameter servers for debugging "
                             f"(--on-failure keep); remove them with `tfhelm reap {cluster} "
                             f"--on-failure reap` or `tfhelm down {cluster}`", job, outcome)
-    workers = next((j for j in jobs if j.role == "worker"), None)
+    workers = status.current_jobs(jobs).get("worker")
     stop = (workers.name if workers and workers.runs_server and workers.state == "Running"
             and not workers.suspended else None)
     since = [t for t in (observed, _server_time(job, cfg.completion)) if t is not None]
@@ -337,7 +337,7 @@ class Reaper:
     def _first_look(self) -> None:
         """Say at once what can never work, instead of waiting forever."""
         for cluster, jobs in sorted(self._clusters().items()):
-            workers = next((j for j in jobs if j.role == "worker"), None)
+            workers = status.current_jobs(jobs).get("worker")
             if workers and workers.runs_server and self.config.completion in ("all-workers", "worker-0"):
                 self._say(f"{self.namespace}/{cluster}: warning: the workers only run TF servers "
                           f"(in-graph) and never finish; completion '{self.config.completion}' "

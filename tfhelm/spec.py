@@ -26,7 +26,11 @@ MAX_PS = 100  # one Deployment + Service each: keep the release small
 HELM_RELEASE_MAX = 53
 DNS_LABEL_MAX = 63
 PS_RELEASE_SUFFIX = "-ps"
-MAX_NAME = HELM_RELEASE_MAX - len(PS_RELEASE_SUFFIX)
+# The chart's `tf-cluster.generation`: hex characters of a hash of the values, in Job names.
+GENERATION_LEN = 6
+# The longest suffix a hostname gets: `-worker-<generation>-9999` (as long as `-evaluator-<generation>-0`).
+_LONGEST_SUFFIX = f"-worker-{'0' * GENERATION_LEN}-{MAX_WORKERS - 1}"
+MAX_NAME = min(HELM_RELEASE_MAX - len(PS_RELEASE_SUFFIX), DNS_LABEL_MAX - len(_LONGEST_SUFFIX))
 DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
@@ -54,8 +58,14 @@ class Shape:
         return self
 
 
-def job_name(name: str, role: str) -> str:
-    """Job and headless Service of a role; pod i's hostname is `<job>-<i>`."""
+def job_name(name: str, role: str, generation: str) -> str:
+    """Job of a role in one generation; pod i's hostname is `<job>-<i>`. The generation is
+    the chart's hash of the values: read it from the rendered chart (manifests.generation)."""
+    return f"{name}-{role}-{generation}" if generation else f"{name}-{role}"
+
+
+def service_name(name: str, role: str) -> str:
+    """Headless Service of a Job role (its pods' subdomain): the same in every generation."""
     return f"{name}-{role}"
 
 
@@ -68,17 +78,18 @@ def ps_release(name: str) -> str:
     return name + PS_RELEASE_SUFFIX
 
 
-def host(name: str, namespace: str, role: str, index: int,
-         port: int = DEFAULT_PORT, cluster_domain: str = "") -> str:
+def host(name: str, namespace: str, role: str, index: int, port: int = DEFAULT_PORT,
+         cluster_domain: str = "", generation: str = "") -> str:
     suffix = f"{namespace}.svc" + (f".{cluster_domain}" if cluster_domain else "")
     if role == "ps":
         return f"{ps_name(name, index)}.{suffix}:{port}"
-    return f"{job_name(name, role)}-{index}.{job_name(name, role)}.{suffix}:{port}"
+    return f"{job_name(name, role, generation)}-{index}.{service_name(name, role)}.{suffix}:{port}"
 
 
 def cluster_spec(name: str, namespace: str, shape: Shape, port: int = DEFAULT_PORT,
-                 cluster_domain: str = "") -> dict[str, list[str]]:
-    return {role: [host(name, namespace, role, i, port, cluster_domain)
+                 cluster_domain: str = "", generation: str = "") -> dict[str, list[str]]:
+    """The hosts of every task. Without a generation (local runs: no Jobs) Job names carry none."""
+    return {role: [host(name, namespace, role, i, port, cluster_domain, generation)
                    for i in range(shape.count(role))]
             for role in CLUSTER_ROLES if shape.count(role)}
 
@@ -128,14 +139,14 @@ def parse_task(text: str) -> tuple[str, int]:
 
 def validate_name(name: str, field: str = "--name") -> str:
     """A cluster name must be a DNS-1035 label short enough for Helm's 53-character release
-    names once the PS release adds `-ps`. At 50 characters every derived name still fits
-    a 63-character hostname: the longest suffix is `-worker-9999` or `-evaluator-0`."""
+    names once the PS release adds `-ps`, and for every derived name to fit a 63-character
+    hostname: the longest suffix is `-worker-<generation>-9999`."""
     if not DNS1035.match(name):
         raise SpecError(field, f"'{name}' is not a valid name",
                         "use lowercase letters, digits and '-', starting with a letter")
-    if len(ps_release(name)) > HELM_RELEASE_MAX:
-        raise SpecError(field, f"'{name}' is {len(name)} characters; Helm release names are "
-                        f"at most {HELM_RELEASE_MAX} and the PS release adds '{PS_RELEASE_SUFFIX}'",
+    if len(name) > MAX_NAME:
+        raise SpecError(field, f"'{name}' is {len(name)} characters; hostnames such as "
+                        f"'{name}{_LONGEST_SUFFIX}' must fit in {DNS_LABEL_MAX}",
                         f"use at most {MAX_NAME} characters")
     return name
 
@@ -149,8 +160,8 @@ def validate_namespace(namespace: str, field: str = "--namespace") -> str:
     return namespace
 
 
-def longest_hostname(name: str, shape: Shape) -> str:
+def longest_hostname(name: str, shape: Shape, generation: str = "0" * GENERATION_LEN) -> str:
     """The longest pod hostname a cluster gets (DNS labels are at most 63 characters)."""
     names = [ps_name(name, shape.ps - 1)] if shape.ps else []
-    names += [f"{job_name(name, r)}-{shape.count(r) - 1}" for r in JOB_ROLES if shape.count(r)]
+    names += [f"{job_name(name, r, generation)}-{shape.count(r) - 1}" for r in JOB_ROLES if shape.count(r)]
     return max(names, key=len)

@@ -42,6 +42,8 @@ class JobRow:
     failed_indexes: str = ""
     suspended: bool = False
     runs_server: bool = False  # its pods serve forever (in-graph workers): stopped on reap
+    created_at: datetime | None = None
+    deleting: bool = False  # an old generation's Job on its way out (upgrade, rollback)
 
 
 def task_rows(objs: ClusterObjects) -> list[TaskRow]:
@@ -83,7 +85,8 @@ def job_row(job) -> JobRow:
                   job.spec.completions or 1, state, cluster=labels.get("tfhelm.io/cluster", ""),
                   uid=meta.uid or "", finished_at=finished, reason=reason,
                   completed_indexes=st.completed_indexes or "", failed_indexes=st.failed_indexes or "",
-                  suspended=bool(job.spec.suspend), runs_server=_runs_server(job))
+                  suspended=bool(job.spec.suspend), runs_server=_runs_server(job),
+                  created_at=meta.creation_timestamp, deleting=bool(meta.deletion_timestamp))
 
 
 def _runs_server(job) -> bool:
@@ -107,10 +110,21 @@ def has_index(ranges: str, index: int) -> bool:
 def decisive_job(jobs: list[JobRow], completion: str = "auto") -> JobRow | None:
     """The Job whose end means training ended: for `auto` the chief's if there is one
     (in-graph: the chief drives the cluster), else the workers'."""
-    by_role = {j.role: j for j in jobs}
+    by_role = current_jobs(jobs)
     if completion == "auto":
         return by_role.get("chief") or by_role.get("worker")
     return by_role.get("chief" if completion == "chief" else "worker")
+
+
+def current_jobs(jobs: list[JobRow]) -> dict[str, JobRow]:
+    """{role: Job} of the cluster's current generation. During an upgrade or rollback the
+    new generation's Jobs exist beside the old ones for a moment: the newest Job of a role
+    that is not being deleted is the current one."""
+    by_role: dict[str, JobRow] = {}
+    order = lambda j: (not j.deleting, j.created_at.timestamp() if j.created_at else 0.0, j.name)  # noqa: E731
+    for j in sorted(jobs, key=order):  # the last one of a role wins
+        by_role[j.role] = j
+    return by_role
 
 
 def training_done(jobs: list[JobRow], completion: str = "auto") -> str | None:

@@ -191,10 +191,3 @@ def shape_of(values: dict) -> Shape:
                  chief=setting(values, "chief.enabled", bool),
                  evaluator=setting(values, "evaluator.enabled", bool))
 
-
-def cluster_spec_of(values: dict, namespace: str, release: str) -> dict[str, list[str]]:
-    """The TF_CONFIG `cluster` the chart renders for these values."""
-    # as the chart's tf-cluster.name: clusterName, else fullnameOverride, else the release
-    name = setting(values, "clusterName", str) or setting(values, "fullnameOverride", str) or release
-    return spec.cluster_spec(name, namespace, shape_of(values), setting(values, "port", int),
-                             setting(values, "clusterDomain", str))

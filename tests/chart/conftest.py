@@ -17,11 +17,20 @@ def render(values: dict | None = None, release: str = "mnist", namespace: str = 
 
 
 def kinds(manifests: list[dict]) -> list[tuple[str, str]]:
-    return sorted((m["kind"], m["metadata"]["name"]) for m in manifests)
+    return sorted((m["kind"], stable_name(m)) for m in manifests)
+
+
+def stable_name(obj: dict) -> str:
+    """An object's name without the generation a Job's name carries (`mnist-worker-1a2b3c`
+    is `mnist-worker`), so tests need not know the hash."""
+    generation = (obj["metadata"].get("labels") or {}).get("tfhelm.io/generation")
+    name = obj["metadata"]["name"]
+    return name.removesuffix(f"-{generation}") if generation else name
 
 
 def pod_specs(manifests: list[dict]) -> dict[str, dict]:
-    return {m["metadata"]["name"]: m["spec"]["template"]["spec"]
+    """Pod specs of Jobs and Deployments by stable name (see stable_name)."""
+    return {stable_name(m): m["spec"]["template"]["spec"]
             for m in manifests if m["kind"] in ("Job", "Deployment")}
 
 

@@ -6,8 +6,10 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from tfhelm import spec
+from tfhelm import manifests, spec
+from tfhelm.chart import default_values
 from tfhelm.cli import app
+from tfhelm.errors import RenderError
 from tfhelm.manifests import task_tf_configs
 
 from .conftest import render
@@ -28,9 +30,17 @@ SHAPES = [  # (name, workers, ps, chief, evaluator)
 def test_every_rendered_tf_config_matches_tfhelm_tfconfig(name, workers, ps, chief, evaluator, namespace):
     values = {"clusterName": name, "worker": {"replicas": workers}, "ps": {"replicas": ps},
               "chief": {"enabled": chief}, "evaluator": {"enabled": evaluator}}
-    rendered = task_tf_configs(render(values, release=name, namespace=namespace))
+    docs = render(values, release=name, namespace=namespace)
+    rendered = task_tf_configs(docs)
     expected_tasks = spec.tasks(spec.Shape(workers, ps, chief, evaluator))
     assert sorted(rendered) == sorted(expected_tasks)
+    # spec.py mirrors the naming; the generation (a hash of the values) is the chart's alone.
+    generation = manifests.cluster_config(docs)[1]
+    mirrored = spec.cluster_spec(name, namespace, spec.Shape(workers, ps, chief, evaluator),
+                                 cluster_domain=default_values()["clusterDomain"], generation=generation)
+    assert all(c["cluster"] == mirrored for c in rendered.values())
+    assert {j["metadata"]["name"] for j in manifests.by_kind(docs, "Job")} == {
+        spec.job_name(name, r, generation) for r in spec.JOB_ROLES if spec.Shape(workers, ps, chief, evaluator).count(r)}
     runner = CliRunner()
     shape_args = ["--workers", str(workers), "--ps", str(ps), "-n", namespace,
                   "--chief" if chief else "--no-chief", "--evaluator" if evaluator else "--no-evaluator"]
@@ -42,6 +52,18 @@ def test_every_rendered_tf_config_matches_tfhelm_tfconfig(name, workers, ps, chi
 
 def test_port_and_cluster_domain_agree():
     values = {"port": 3000, "clusterDomain": "cluster.local", "worker": {"replicas": 2}}
-    rendered = task_tf_configs(render(values, release="m", namespace="ns"))
-    cluster = spec.cluster_spec("m", "ns", spec.Shape(workers=2, ps=1), 3000, "cluster.local")
+    docs = render(values, release="m", namespace="ns")
+    rendered = task_tf_configs(docs)
+    cluster = spec.cluster_spec("m", "ns", spec.Shape(workers=2, ps=1), 3000, "cluster.local",
+                                manifests.cluster_config(docs)[1])
     assert rendered[("worker", 1)] == spec.tf_config(cluster, "worker", 1)
+
+
+def test_the_schema_takes_the_names_the_cli_takes():
+    """clusterName (and fullnameOverride) are as long as `tfhelm up --name` allows: every
+    hostname, `<name>-worker-<generation>-9999` included, fits a DNS label."""
+    ok = render({"clusterName": "c" * spec.MAX_NAME})
+    assert max(len(h.split(".")[0]) for hosts in manifests.cluster_config(ok)[0].values() for h in hosts) <= 63
+    for key in ("clusterName", "fullnameOverride"):
+        with pytest.raises(RenderError, match=key):
+            render({key: "c" * (spec.MAX_NAME + 1)})

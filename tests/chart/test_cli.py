@@ -6,6 +6,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
+from tfhelm import manifests
 from tfhelm.cli import app
 from tfhelm.manifests import task_tf_configs
 
@@ -73,7 +74,10 @@ def test_tfconfig_for_a_notebook_driving_an_in_graph_cluster():
     config = json.loads(result.stdout)
     assert config["task"] == {"type": "chief", "index": 0}
     assert config["cluster"]["chief"] == ["10.0.0.7:2222"]
-    assert config["cluster"]["worker"] == ["m-worker-0.m-worker.u.svc.cluster.local:2222", "m-worker-1.m-worker.u.svc.cluster.local:2222"]
+    g = manifests.cluster_config(manifests.render({"clusterName": "m", "worker": {"replicas": 2},
+                                                   "ps": {"replicas": 1}, "mode": "in-graph"}, "m", "u"))[1]
+    assert config["cluster"]["worker"] == [f"m-worker-{g}-0.m-worker.u.svc.cluster.local:2222",
+                                           f"m-worker-{g}-1.m-worker.u.svc.cluster.local:2222"]
 
 
 @pytest.mark.parametrize("args,message", [
@@ -81,7 +85,7 @@ def test_tfconfig_for_a_notebook_driving_an_in_graph_cluster():
     (["up", "--workers", "-1", "--dry-run"], "--workers: must be at least 1"),
     (["up", "--workers", "2", "--ps", "1000", "--dry-run"], "--ps: must be between 0 and 100"),
     (["up", "--workers", "2", "--name", "My_Job", "--dry-run"], "--name: 'My_Job' is not a valid name"),
-    (["up", "--workers", "2", "--name", "a" * 51], "use at most 50 characters"),
+    (["up", "--workers", "2", "--name", "a" * 45], "use at most 44 characters"),
     (["up", "--workers", "2", "--script", "s3://bucket/t.py"], "--script: 's3://bucket/t.py' is not an http(s) URL"),
     (["up", "--workers", "2", "--set", "wrkers=3"], "additional properties 'wrkers' not allowed"),
     (["up", "--workers", "2", "--set", "mode=in-graph", "--ps", "0"], "needs parameter servers"),

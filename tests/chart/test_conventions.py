@@ -13,8 +13,9 @@ import pytest
 import yaml
 
 from tfhelm.chart import chart_path
-from tfhelm.manifests import by_kind, task_tf_configs
-from tfhelm.values import cluster_spec_of
+from tfhelm.manifests import by_kind, cluster_config, job_names, task_tf_configs
+from tfhelm.spec import cluster_spec
+from tfhelm.values import shape_of
 
 from .conftest import helm, render
 
@@ -38,11 +39,13 @@ def test_name_overrides():
         assert obj["metadata"]["labels"]["app.kubernetes.io/name"] == "training"
     assert {d["metadata"]["name"] for d in by_kind(m, "Deployment")} == {"big-ps-0", "big-ps-1", "big-reaper"}
     configs = task_tf_configs([o for o in m if o["metadata"]["name"] != "big-reaper"])
-    assert configs[("worker", 1)]["cluster"] == cluster_spec_of({**FULL, "fullnameOverride": "big"}, "team-a", "rel")
+    generation = cluster_config(m)[1]
+    assert configs[("worker", 1)]["cluster"] == cluster_spec("big", "team-a", shape_of(FULL), 2222,
+                                                             "cluster.local", generation)
     assert configs[("worker", 1)]["cluster"]["ps"][0] == "big-ps-0.team-a.svc.cluster.local:2222"
     # clusterName wins over fullnameOverride
     named = render({"clusterName": "c", "fullnameOverride": "big"})
-    assert {j["metadata"]["name"] for j in by_kind(named, "Job")} == {"c-worker"}
+    assert {j["metadata"]["name"] for j in by_kind(named, "Job")} == {f"c-worker-{cluster_config(named)[1]}"}
 
 
 def test_common_annotations_on_every_object_and_pvcs_still_kept():
@@ -64,16 +67,17 @@ def test_chart_wide_placement_and_pod_annotations_with_role_overrides():
     m = render({**FULL, "nodeSelector": {"pool": "tf"}, "tolerations": tol, "affinity": aff,
                 "podAnnotations": {"a": "chart", "b": "chart"},
                 "worker": {"replicas": 2, "nodeSelector": {"pool": "gpu"}, "podAnnotations": {"b": "worker"}}})
+    jobs = {role: f"Job/{name}" for role, name in job_names(m).items()}  # named by generation
     seen = set()
     for name, spec, meta in pods(m):
         seen.add(name)
-        want = {"pool": "gpu"} if name == "Job/mnist-worker" else {"pool": "tf"}
+        want = {"pool": "gpu"} if name == jobs["worker"] else {"pool": "tf"}
         assert spec["nodeSelector"] == want, name
         assert spec["tolerations"] == tol and spec["affinity"] == aff, name
         if name != "Pod/mnist-test":
-            want_b = "worker" if name == "Job/mnist-worker" else "chart"
+            want_b = "worker" if name == jobs["worker"] else "chart"
             assert meta["annotations"]["a"] == "chart" and meta["annotations"]["b"] == want_b, name
-    assert {"Job/mnist-worker", "Job/mnist-chief", "Job/mnist-evaluator", "Deployment/mnist-ps-0",
+    assert {jobs["worker"], jobs["chief"], jobs["evaluator"], "Deployment/mnist-ps-0",
             "Deployment/mnist-reaper", "Pod/mnist-test"} <= seen
 
 

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from tfhelm.chart import chart_path
 from tfhelm.cli import app
 from tfhelm.errors import RenderError
-from tfhelm.manifests import by_kind, task_tf_configs
+from tfhelm.manifests import by_kind, job_names, task_tf_configs
 
 from .conftest import helm, render
 
@@ -160,7 +160,7 @@ def test_a_cluster_domain_and_image_by_digest_render_valid_json():
     manifests = render({"clusterDomain": "cluster.local", "image": {"repository": digest, "tag": ""},
                         "worker": {"replicas": 2}})
     assert task_tf_configs(manifests)[("worker", 0)]["cluster"]["worker"][1] == \
-        "mnist-worker-1.mnist-worker.team-a.svc.cluster.local:2222"
+        f"{job_names(manifests)['worker']}-1.mnist-worker.team-a.svc.cluster.local:2222"
     (job,) = by_kind(manifests, "Job")
     assert job["spec"]["template"]["spec"]["containers"][0]["image"] == digest
 

@@ -4,7 +4,7 @@ import pytest
 
 from tfhelm.chart import chart_version
 from tfhelm.errors import RenderError
-from tfhelm.manifests import by_kind
+from tfhelm.manifests import by_kind, job_names
 
 from .conftest import kinds, render
 
@@ -44,7 +44,7 @@ def test_role_of_a_split_in_graph_cluster():
     ps = ("mnist-ps-0", "mnist-ps-1")
     assert rules(m) == [
         (("batch",), ("jobs",), (), ("list", "watch")),
-        (("batch",), ("jobs",), ("mnist-worker",), ("patch",)),
+        (("batch",), ("jobs",), (job_names(m)["worker"],), ("patch",)),
         (("",), ("events",), (), ("create",)),
         (("apps",), ("deployments",), (), ("list",)),
         (("apps",), ("deployments",), ps, ("delete",)),

@@ -46,6 +46,19 @@ def wait_for(check: Callable[[], T], timeout: float = 60, interval: float = 0.5,
         time.sleep(interval)
 
 
+def job_of(namespace: str, cluster: str, role: str, timeout: float = 60) -> str:
+    """The name of a cluster's current Job of a role (Job names carry the cluster's
+    generation, a hash of its values): the newest one not being deleted."""
+    batch = client.BatchV1Api(config.new_client_from_config())
+
+    def current():
+        jobs = [j for j in batch.list_namespaced_job(
+            namespace, label_selector=f"tfhelm.io/cluster={cluster},tfhelm.io/role={role}").items
+            if not j.metadata.deletion_timestamp]
+        return max(jobs, key=lambda j: j.metadata.creation_timestamp).metadata.name if jobs else None
+    return wait_for(current, timeout, what=f"the {role} Job of {namespace}/{cluster}")
+
+
 @pytest.fixture(scope="session")
 def external_cluster() -> bool:
     """True when the tests run against TFHELM_TEST_KUBECONFIG, not the local cluster."""

@@ -13,7 +13,7 @@ from kubernetes import config as kconfig
 from tfhelm.chart import chart_path
 from tfhelm.helm import helm_executable
 
-from .conftest import wait_for
+from .conftest import job_of, wait_for
 
 
 def helm_cluster(name: str, namespace: str, workers: int, ps: int) -> None:
@@ -33,7 +33,7 @@ def tfhelm(*args: str, code: int = 0) -> subprocess.CompletedProcess:
 
 
 def test_list_and_status_for_scripts(namespace, kubeconfig):
-    long = "a-cluster-name-long-enough-to-be-cut-by-a-table"  # 47 characters
+    long = "cluster-name-long-enough-to-be-cut-by-tables"  # 44 characters, the most a name has
     helm_cluster(long, namespace, workers=2, ps=1)
     tfhelm("up", "--name", "second", "-n", namespace, "--workers", "1", "--ps", "0")
 
@@ -55,7 +55,7 @@ def test_list_and_status_for_scripts(namespace, kubeconfig):
     assert status["training"] == "Complete" and status["namespace"] == namespace
     assert sorted(t["task"] for t in status["tasks"]) == ["ps:0", "worker:0", "worker:1"]
     assert {j["name"]: (j["succeeded"], j["total"], j["state"]) for j in status["jobs"]} == {
-        f"{long}-worker": (2, 2, "Complete")}
+        job_of(namespace, long, "worker"): (2, 2, "Complete")}
     text = tfhelm("status", long, "-n", namespace).stdout
     pod_lines = [ln for ln in text.splitlines() if ln.startswith("worker:")]
     assert len(pod_lines) == 2 and all(ln.split()[1].startswith(f"{long}-worker-") for ln in pod_lines)

@@ -9,7 +9,7 @@ import subprocess
 import pytest
 from kubernetes import client
 
-from .conftest import wait_for
+from .conftest import job_of, wait_for
 from .test_reaper import NO_STORAGE, SLOW, TFHELM, finish, token_kubeconfig, up
 
 
@@ -42,10 +42,11 @@ def test_forbidden_is_one_line_and_exit_3(nobody, namespace, args):
 
 def test_status_exits_1_for_a_failed_training(core, namespace):
     up(namespace, "f", SLOW, NO_STORAGE, {"worker": {"backoffLimitPerIndex": 0}}, ps=0)
-    finish(core, namespace, "f-worker", fail=True)
+    workers = job_of(namespace, "f", "worker")  # named by the cluster's generation
+    finish(core, namespace, workers, fail=True)
     batch = client.BatchV1Api(core.api_client)
     wait_for(lambda: any(c.type == "Failed" and c.status == "True"
-                         for c in batch.read_namespaced_job("f-worker", namespace).status.conditions or []),
+                         for c in batch.read_namespaced_job(workers, namespace).status.conditions or []),
              60, what="the workers' Job failed")
     result = subprocess.run([TFHELM, "status", "f", "-n", namespace], capture_output=True, text=True, timeout=60)
     assert result.returncode == 1, result.stderr

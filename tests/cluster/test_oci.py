@@ -18,7 +18,7 @@ import pytest
 from tfhelm.chart import chart_version
 from tfhelm.helm import helm_executable
 
-from .conftest import wait_for
+from .conftest import job_of, wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -102,6 +102,6 @@ def test_helm_install_from_oci_into_the_local_cluster(registry, published, names
     assert res.returncode == 0, res.stderr
     listed = json.loads(helm("list", "-n", namespace, "-o", "json").stdout)
     assert [(r["name"], r["chart"], r["status"]) for r in listed] == [("oci-mnist", f"tf-cluster-{version}", "deployed")]
-    job = client.BatchV1Api(api_client).read_namespaced_job("oci-mnist-worker", namespace)
+    job = client.BatchV1Api(api_client).read_namespaced_job(job_of(namespace, "oci-mnist", "worker"), namespace)
     assert job.status.succeeded == 3
     assert helm("uninstall", "oci-mnist", "-n", namespace, "--wait").returncode == 0

@@ -26,7 +26,7 @@ from tfhelm.helm import Helm, helm_executable, run_sync
 from tfhelm.kube import Kube
 from tfhelm.values import ClusterOptions
 
-from .conftest import wait_for
+from .conftest import job_of, wait_for
 
 TFHELM = str(Path(sys.executable).parent / "tfhelm")
 COMPLETE_AFTER = "tfhelm.io/kwok-complete-after"
@@ -134,11 +134,11 @@ def test_between_graph_success_with_up_reap(core, apps, batch, namespace):
     assert "uninstalled release" in res.stderr and "TFClusterReaped" not in res.stderr
     wait_ps_gone(core, apps, namespace, "a")
     assert releases(namespace) == ["a"], "the workload release stays"
-    job = batch.read_namespaced_job("a-worker", namespace)
+    job = batch.read_namespaced_job(job_of(namespace, "a", "worker"), namespace)
     assert job.status.succeeded == 2, "the finished Job stays, for its logs"
     pvcs = {p.metadata.name for p in core.list_namespaced_persistent_volume_claim(namespace).items}
     assert {"a-data", "a-logs"} <= pvcs
-    [ev] = events(core, namespace, "TFClusterReaped", "a-worker")
+    [ev] = events(core, namespace, "TFClusterReaped", job_of(namespace, "a", "worker"))
     assert ev.type == "Normal" and "a-ps" in ev.message
     status = subprocess.run([TFHELM, "status", "a", "-n", namespace], capture_output=True, text=True)
     assert status.returncode == 0 and "TFClusterReaped" in status.stdout, status.stdout
@@ -147,18 +147,18 @@ def test_between_graph_success_with_up_reap(core, apps, batch, namespace):
 def test_in_graph_success_stops_worker_servers(core, apps, batch, namespace):
     """In-graph: the chief decides; workers only serve, so their Job is suspended."""
     up(namespace, "ig", SLOW, NO_STORAGE, {"mode": "in-graph", "chief": {"enabled": True}}, ps=2)
-    wait_for(lambda: len([p for p in core.list_namespaced_pod(namespace, label_selector="job-name=ig-worker").items
+    wait_for(lambda: len([p for p in core.list_namespaced_pod(namespace, label_selector=f"job-name={job_of(namespace, 'ig', 'worker')}").items
                           if p.status.phase == "Running"]) == 2, 60, what="worker servers running")
     res = reap(namespace, "ig", "--grace", "1")  # the chief completes on its own (kwok: 3s)
     assert res.returncode == 0, res.stderr
     wait_ps_gone(core, apps, namespace, "ig")
-    workers = batch.read_namespaced_job("ig-worker", namespace)
+    workers = batch.read_namespaced_job(job_of(namespace, "ig", "worker"), namespace)
     assert workers.spec.suspend is True
-    wait_for(lambda: not core.list_namespaced_pod(namespace, label_selector="job-name=ig-worker").items,
+    wait_for(lambda: not core.list_namespaced_pod(namespace, label_selector=f"job-name={job_of(namespace, 'ig', 'worker')}").items,
              60, what="worker server pods gone")
-    assert batch.read_namespaced_job("ig-chief", namespace).status.succeeded == 1
-    [ev] = events(core, namespace, "TFClusterReaped", "ig-chief")
-    assert "suspended Job ig-worker" in ev.message
+    assert batch.read_namespaced_job(job_of(namespace, "ig", "chief"), namespace).status.succeeded == 1
+    [ev] = events(core, namespace, "TFClusterReaped", job_of(namespace, "ig", "chief"))
+    assert f"suspended Job {job_of(namespace, 'ig', 'worker')}" in ev.message
 
 
 # ----------------------------------------------------------------------------- failure
@@ -167,18 +167,18 @@ def test_in_graph_success_stops_worker_servers(core, apps, batch, namespace):
 def test_failure_policy(core, apps, namespace, policy):
     up(namespace, "f", SLOW, NO_STORAGE, {"worker": {"backoffLimitPerIndex": 0}})
     wait_ps_running(core, namespace, "f", 1)
-    finish(core, namespace, "f-worker", fail=True)
+    finish(core, namespace, job_of(namespace, "f", "worker"), fail=True)
     res = reap(namespace, "f", "--grace", "1", "--on-failure", policy)
     assert res.returncode == 1, res.stderr
-    assert "training failed" in res.stderr and "f-worker failed" in res.stderr
+    assert "training failed" in res.stderr and f"{job_of(namespace, 'f', 'worker')} failed" in res.stderr
     if policy == "keep":
         assert ps_objects(core, apps, namespace, "f"), "the PS stay for debugging"
         assert "f-ps" in releases(namespace)
-        [ev] = events(core, namespace, "TFClusterKept", "f-worker")
+        [ev] = events(core, namespace, "TFClusterKept", job_of(namespace, "f", "worker"))
         assert ev.type == "Warning" and "keeping the parameter servers" in ev.message
     else:
         wait_ps_gone(core, apps, namespace, "f")
-        [ev] = events(core, namespace, "TFClusterReaped", "f-worker")
+        [ev] = events(core, namespace, "TFClusterReaped", job_of(namespace, "f", "worker"))
         assert ev.type == "Warning"
 
 
@@ -188,7 +188,7 @@ def test_killed_mid_grace_and_restarted(core, apps, namespace):
     up(namespace, "k", SLOW, NO_STORAGE, ps=2)
     wait_ps_running(core, namespace, "k", 2)
     first = start_reap(namespace, "k", "--grace", "20")
-    finish(core, namespace, "k-worker")
+    finish(core, namespace, job_of(namespace, "k", "worker"))
     wait_for(lambda: events(core, namespace, "TFClusterReaping"), 90, what="the grace period started")
     first.kill()  # SIGKILL: no chance to clean up
     first.communicate(timeout=30)
@@ -233,10 +233,10 @@ def test_api_server_restarted_while_watching(core, apps, namespace, external_clu
     up(namespace, "r", SLOW, NO_STORAGE)
     wait_ps_running(core, namespace, "r", 1)
     proc = start_reap(namespace, "r", "--grace", "1")
-    wait_for(lambda: events(core, namespace, "SuccessfulCreate", "r-worker"), 30, what="workers")
+    wait_for(lambda: events(core, namespace, "SuccessfulCreate", job_of(namespace, "r", "worker")), 30, what="workers")
     time.sleep(2)  # let the reaper list and start its watch
     restart_apiserver()
-    finish(core, namespace, "r-worker")  # the outcome arrives on the new connection
+    finish(core, namespace, job_of(namespace, "r", "worker"))  # the outcome arrives on the new connection
     out = proc.communicate(timeout=180)[0]
     assert proc.returncode == 0, out
     assert "unreachable" in out and "watching again" in out, out
@@ -250,20 +250,20 @@ def test_two_clusters_in_one_namespace_reaped_independently(core, apps, batch, n
     wait_ps_running(core, namespace, "two", 1)
     proc = start_reap(namespace, "--all", "--grace", "1")  # one watch for the namespace
     try:
-        finish(core, namespace, "one-worker")
+        finish(core, namespace, job_of(namespace, "one", "worker"))
         wait_ps_gone(core, apps, namespace, "one")
         assert len(ps_objects(core, apps, namespace, "two")) == 2, "the other cluster is untouched"
-        assert not events(core, namespace, "TFClusterReaped", "two-worker")
-        finish(core, namespace, "two-worker")
+        assert not events(core, namespace, "TFClusterReaped", job_of(namespace, "two", "worker"))
+        finish(core, namespace, job_of(namespace, "two", "worker"))
         wait_ps_gone(core, apps, namespace, "two")
         # The Event is the reap's last step (after Helm's cleanup of the release).
-        wait_for(lambda: events(core, namespace, "TFClusterReaped", "two-worker"), 60, what="the Event")
+        wait_for(lambda: events(core, namespace, "TFClusterReaped", job_of(namespace, "two", "worker")), 60, what="the Event")
     finally:
         out = stop(proc)
     assert out.count("reaped:") == 2, out
     assert releases(namespace) == ["one", "two"]
-    assert len(events(core, namespace, "TFClusterReaped", "one-worker")) == 1
-    assert len(events(core, namespace, "TFClusterReaped", "two-worker")) == 1
+    assert len(events(core, namespace, "TFClusterReaped", job_of(namespace, "one", "worker"))) == 1
+    assert len(events(core, namespace, "TFClusterReaped", job_of(namespace, "two", "worker"))) == 1
 
 
 def test_one_release_cluster_is_reaped_directly(core, apps, namespace):
@@ -319,7 +319,7 @@ def test_in_cluster_reaper_rbac_is_sufficient_and_minimal(core, apps, batch, nam
     else:
         helm_install(namespace, name, "ps.replicas=2", "worker.replicas=2", "reaper.enabled=true",
                      "reaper.grace=1", "storage.data.enabled=false", "storage.logs.enabled=false")
-        finish(core, namespace, f"{name}-worker")
+        finish(core, namespace, job_of(namespace, name, "worker"))
     # The reaper's pod passed admission in a namespace enforcing Pod Security "restricted".
     wait_for(lambda: core.list_namespaced_pod(namespace, label_selector="app.kubernetes.io/component=reaper").items,
              60, what="the reaper's pod")
@@ -329,7 +329,7 @@ def test_in_cluster_reaper_rbac_is_sufficient_and_minimal(core, apps, batch, nam
     r_core, r_apps, r_batch = client.CoreV1Api(as_reaper), client.AppsV1Api(as_reaper), client.BatchV1Api(as_reaper)
 
     # Minimal: what it must never do.
-    assert forbidden(r_batch.delete_namespaced_job, f"{name}-worker", namespace)
+    assert forbidden(r_batch.delete_namespaced_job, job_of(namespace, name, "worker"), namespace)
     assert forbidden(r_batch.patch_namespaced_job, f"{name}-chief", namespace, {"spec": {"suspend": True}})
     assert forbidden(r_apps.delete_namespaced_deployment, "other-ps-0", namespace)
     assert forbidden(r_apps.delete_namespaced_deployment, f"{name}-reaper", namespace)
@@ -345,13 +345,13 @@ def test_in_cluster_reaper_rbac_is_sufficient_and_minimal(core, apps, batch, nam
     assert forbidden(r_core.read_namespaced_secret, f"sh.helm.release.v1.{name}-ps.v1", namespace)
     assert forbidden(r_core.delete_namespaced_secret, f"sh.helm.release.v1.{name}-ps.v1", namespace)
     if form == "one-release":
-        assert forbidden(r_batch.patch_namespaced_job, f"{name}-worker", namespace, {"spec": {"suspend": True}})
+        assert forbidden(r_batch.patch_namespaced_job, job_of(namespace, name, "worker"), namespace, {"spec": {"suspend": True}})
 
     # Sufficient: the reaper's own command line, with its own token, does the whole job.
     proc = subprocess.Popen(reaper_command(apps, namespace, name), env=dict(os.environ, KUBECONFIG=kc),
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
-        deciding = f"{name}-chief" if form == "split-in-graph" else f"{name}-worker"
+        deciding = job_of(namespace, name, "chief") if form == "split-in-graph" else job_of(namespace, name, "worker")
         wait_for(lambda: events(core, namespace, "TFClusterReaped", deciding), 120, what="TFClusterReaped")
         wait_ps_gone(core, apps, namespace, name)
     finally:
@@ -361,6 +361,6 @@ def test_in_cluster_reaper_rbac_is_sufficient_and_minimal(core, apps, batch, nam
         # The PS release's record stays (the reaper may not touch Secrets); `tfhelm down`
         # or the next `tfhelm up` deals with it.
         assert f"{name}-ps" in releases(namespace)
-        assert batch.read_namespaced_job(f"{name}-worker", namespace).spec.suspend is True
+        assert batch.read_namespaced_job(job_of(namespace, name, "worker"), namespace).spec.suspend is True
     else:
         assert releases(namespace) == [name]

@@ -200,7 +200,7 @@ def test_notebook_account_runs_tfhelm_up_in_its_namespace_only(api_client, core,
     tfhelm("up", "--name", "nb", "--workers", "1", "--ps", "1", "--set", "reaper.enabled=true",
            kubeconfig=sa)
     jobs = client.BatchV1Api(api_client).list_namespaced_job(ns_a, label_selector="tfhelm.io/cluster=nb")
-    assert [j.metadata.name for j in jobs.items] == ["nb-worker"]
+    assert [j.metadata.labels["tfhelm.io/role"] for j in jobs.items] == ["worker"]
     rbac = client.RbacAuthorizationV1Api(api_client)
     roles = rbac.list_namespaced_role(ns_a, label_selector="tfhelm.io/cluster=nb")
     assert len(roles.items) == 1  # the reaper's

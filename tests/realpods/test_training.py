@@ -13,6 +13,8 @@ from tfhelm import localnode
 from tfhelm.chart import chart_path
 from tests.tf.helpers import events, latest_checkpoint_step, metrics
 
+from tests.cluster.conftest import job_of
+
 from .conftest import pod_logs, run, volume_dir, wait_for
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -50,7 +52,8 @@ def test_plain_helm_install_trains_between_graph_and_the_in_cluster_reaper_remov
               "reaper": {"enabled": True, "grace": 1}}
     run("helm", "install", "bg", str(chart_path()), "-n", namespace, "-f", "-", *SMALL,
         stdin=yaml.safe_dump(values))
-    assert wait_for(lambda: job_done(batch, namespace, "bg-worker"), 600, interval=2,
+    workers = job_of(namespace, "bg", "worker")  # named by the cluster's generation
+    assert wait_for(lambda: job_done(batch, namespace, workers), 600, interval=2,
                     what="the worker Job to finish") == "Complete", pod_logs(core, namespace, "tfhelm.io/cluster=bg")
     logs = pod_logs(core, namespace, "app.kubernetes.io/component=worker")
     assert any("loss" in text for text in logs.values()), logs
@@ -62,7 +65,7 @@ def test_plain_helm_install_trains_between_graph_and_the_in_cluster_reaper_remov
     wait_for(lambda: not apps.list_namespaced_deployment(
         namespace, label_selector="app.kubernetes.io/component=ps").items, 180, interval=1,
         what="the reaper to remove the PS Deployment")
-    assert batch.read_namespaced_job("bg-worker", namespace)
+    assert batch.read_namespaced_job(workers, namespace)
     assert core.read_namespaced_persistent_volume_claim("bg-logs", namespace)
 
 
@@ -80,7 +83,8 @@ def test_in_graph_checkpoints_from_the_ps_and_resumes_after_killed_tasks(namespa
     worker = next(p for p in cluster_pods(core, namespace, "ig")
                   if p.metadata.labels["app.kubernetes.io/component"] == "worker")
     core.delete_namespaced_pod(worker.metadata.name, namespace)
-    assert wait_for(lambda: job_done(batch, namespace, "ig-chief"), 600, interval=2,
+    chief = job_of(namespace, "ig", "chief")
+    assert wait_for(lambda: job_done(batch, namespace, chief), 600, interval=2,
                     what="the chief Job to finish") == "Complete", pod_logs(core, namespace, "tfhelm.io/cluster=ig")
     starts = events(metrics(logs_dir, "chief-0"), "start")
     assert len(starts) == 2 and starts[0]["step"] == 0 and starts[1]["step"] >= 20, starts
@@ -93,7 +97,8 @@ def test_collective_workers_train_in_lockstep(namespace, core, api_client):
     batch = client.BatchV1Api(api_client)
     run("tfhelm", "up", "--name", "mw", "-n", namespace, "--workers", "2", "--ps", "0",
         "--script", "examples/collective.py", *SMALL, "--", "--steps", "40", "--checkpoint-every", "20")
-    assert wait_for(lambda: job_done(batch, namespace, "mw-worker"), 600, interval=2,
+    workers = job_of(namespace, "mw", "worker")
+    assert wait_for(lambda: job_done(batch, namespace, workers), 600, interval=2,
                     what="the worker Job to finish") == "Complete", pod_logs(core, namespace, "tfhelm.io/cluster=mw")
     logs_dir = volume_dir(core, namespace, "mw-logs") / "mw"
     done = [events(metrics(logs_dir, f"worker-{i}"), "done") for i in (0, 1)]

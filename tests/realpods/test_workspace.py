@@ -16,6 +16,8 @@ from kubernetes import client
 
 from tfhelm import users
 
+from tests.cluster.conftest import job_of
+
 from .conftest import pod_logs, run, wait_for
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -71,13 +73,14 @@ def test_workspace_notebook_files_and_tensorboard(user, core, api_client):
         "--script", "ps_between_graph.py", "--set", f"code.sha256={sha}",
         "--", "--steps", "40", "--checkpoint-every", "20")
     batch = client.BatchV1Api(api_client)
+    workers = job_of(ns, "run1", "worker")  # named by the cluster's generation
 
     def done():
-        job = batch.read_namespaced_job("run1-worker", ns)
+        job = batch.read_namespaced_job(workers, ns)
         return job.status.succeeded == 2 or job.status.failed
     wait_for(done, 600, interval=2, what="run1's workers")
     logs = pod_logs(core, ns, "tfhelm.io/cluster=run1,app.kubernetes.io/component=worker")
-    assert batch.read_namespaced_job("run1-worker", ns).status.succeeded == 2, logs
+    assert batch.read_namespaced_job(workers, ns).status.succeeded == 2, logs
     assert all("tfhelm_example.py" in text and f"sha256 {sha}" in text for text in logs.values()), logs
 
     # TensorBoard reads the user's logs volume: the run is there.

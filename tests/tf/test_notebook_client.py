@@ -8,7 +8,7 @@ import json
 
 from typer.testing import CliRunner
 
-from tfhelm import localrun, spec
+from tfhelm import localrun, manifests, spec
 from tfhelm.cli import app
 
 from .helpers import EXAMPLES, TASK_ENV, Collect, events, latest_checkpoint_step, metrics, topology
@@ -30,8 +30,10 @@ def test_a_notebook_drives_the_servers_of_an_in_graph_cluster(tmp_path):
                                       "--set", "mode=in-graph", "--client", client])
     assert result.exit_code == 0, result.output
     chief_config = json.loads(result.stdout)
+    generation = manifests.cluster_config(manifests.render({**values, "clusterName": "nb"}, "nb", "alice"))[1]
     assert chief_config == {"cluster": {"chief": [client], **spec.cluster_spec(
-        "nb", "alice", spec.Shape(workers=2, ps=1))}, "task": {"type": "chief", "index": 0}}
+        "nb", "alice", spec.Shape(workers=2, ps=1), generation=generation)},
+        "task": {"type": "chief", "index": 0}}
     # Here the servers' hosts are loopback ports instead of the chart's DNS names.
     chief_config["cluster"] = {"chief": [client], **servers[0].tf_config["cluster"]}
     chief = localrun.LocalTask("chief", 0, localrun.SCRIPT, chief_config)

@@ -145,6 +145,8 @@ def test_a_403_is_one_line_exit_3_naming_the_request():
 
 def test_other_refusals_are_exit_5_and_unreachable_is_exit_3():
     assert errors.exit_code(errors.user_facing(api_exception(422, "Invalid value"))) == 5
+    quota = api_exception(403, 'pods "m-ps-0" is forbidden: exceeded quota: q, requested: cpu=2')
+    assert errors.exit_code(errors.user_facing(quota)) == 5 and "exceeded quota" in str(errors.user_facing(quota))
     down = MaxRetryError(None, "/api", NewConnectionError(None, "Connection refused"))
     e = errors.user_facing(down)
     assert isinstance(e, errors.ClusterUnreachable) and "tfhelm cluster up" in str(e)
@@ -155,6 +157,9 @@ def test_other_refusals_are_exit_5_and_unreachable_is_exit_3():
     ("Kubernetes cluster unreachable: Get \"https://127.0.0.1:1/version\": dial tcp", 3),
     ("context deadline exceeded", 4),
     ('Job.batch "m-worker" is invalid: spec.template...', 5),
+    # Admission answers "forbidden" too, but refuses an object: not access denied.
+    ('jobs.batch "m-worker-abc123" is forbidden: ValidatingAdmissionPolicy \'p\' denied request: no', 5),
+    ('pods "m-ps-0" is forbidden: violates PodSecurity "restricted:latest": runAsNonRoot != true', 5),
 ])
 def test_helm_failures_get_the_code_of_their_kind(reason, code):
     assert errors.ReleaseError("ns", "m", "install", reason).exit_code == code

@@ -8,11 +8,11 @@ from tfhelm.spec import Shape
 
 
 def test_hosts_follow_the_dns_scheme():
-    cluster = spec.cluster_spec("mnist", "team-a", Shape(workers=2, ps=1, chief=True))
-    assert cluster == {
-        "chief": ["mnist-chief-0.mnist-chief.team-a.svc:2222"],
-        "worker": ["mnist-worker-0.mnist-worker.team-a.svc:2222",
-                   "mnist-worker-1.mnist-worker.team-a.svc:2222"],
+    cluster = spec.cluster_spec("mnist", "team-a", Shape(workers=2, ps=1, chief=True), generation="0a1b2c")
+    assert cluster == {  # Job names carry the generation; the headless Services do not
+        "chief": ["mnist-chief-0a1b2c-0.mnist-chief.team-a.svc:2222"],
+        "worker": ["mnist-worker-0a1b2c-0.mnist-worker.team-a.svc:2222",
+                   "mnist-worker-0a1b2c-1.mnist-worker.team-a.svc:2222"],
         "ps": ["mnist-ps-0.team-a.svc:2222"],
     }
 
@@ -82,13 +82,13 @@ def test_names_must_be_dns_labels_starting_with_a_letter(name):
         spec.validate_name(name)
 
 
-def test_name_too_long_for_the_ps_release():
+def test_name_too_long_for_the_hostnames():
     spec.validate_name("a" * spec.MAX_NAME)
-    with pytest.raises(SpecError, match="at most 50 characters"):
+    with pytest.raises(SpecError, match="at most 44 characters"):
         spec.validate_name("a" * (spec.MAX_NAME + 1))
 
 
 def test_longest_allowed_name_fits_every_hostname_of_the_largest_cluster():
     biggest = Shape(workers=spec.MAX_WORKERS, ps=spec.MAX_PS, chief=True, evaluator=True)
     host = spec.longest_hostname("a" * spec.MAX_NAME, biggest)
-    assert host.endswith("-worker-9999") and len(host) <= spec.DNS_LABEL_MAX
+    assert host.endswith("-worker-000000-9999") and len(host) == spec.DNS_LABEL_MAX

@@ -55,6 +55,22 @@ def summarize(result: Result, namespace: str, console: Console) -> int:
     return 0 if result.outcome == "Complete" else 1
 
 
+def _remove_interrupted(name: str, namespace: str) -> bool:
+    """A release NAME-ps from another chart is refused (exit 2); an interrupted install (a PS
+    release without workload release or Jobs: nothing trains) is removed at once."""
+    from tfhelm import deploy
+    from tfhelm.helm import Helm, run_sync
+
+    helm = Helm()
+    found = run_sync(deploy.find(name, namespace, helm))
+    if found.interrupted and run_sync(deploy.remove_interrupted(name, namespace, helm, Kube())):
+        err.print(f"[green]✓[/green] reaped {escape(f'{namespace}/{name}')}: interrupted install, "
+                  f"uninstalled release {escape(spec.ps_release(name))} (no workload release, no Jobs)",
+                  highlight=False, soft_wrap=True)
+        return True
+    return False
+
+
 @cli_errors
 def reap(name: Optional[str] = typer.Argument(None, help="Cluster name (or --all).", show_default=False),
          namespace: Optional[str] = typer.Option(None, "--namespace", "-n",
@@ -84,6 +100,8 @@ def reap(name: Optional[str] = typer.Argument(None, help="Cluster name (or --all
         spec.validate_name(name, field="NAME")
     config = ReapConfig(grace, completion, on_failure, delete_directly).validate()
     ns = namespace_or_current(namespace)
+    if name and not (forever or delete_directly) and _remove_interrupted(name, ns):
+        return
     try:
         result = run_reaper(Kube(), ns, name, config, err, forever=forever or all_clusters)
     except KeyboardInterrupt:  # the PS stay; running `tfhelm reap` again picks up from here

@@ -1,6 +1,7 @@
 {{/*
 A Job role (worker, chief, evaluator): one Indexed Job and one headless Service, so
-task i has the stable DNS name `<job>-<i>.<job>.<ns>.svc`. Call with
+task i has the DNS name `<job>-<i>.<service>.<ns>.svc`. The Job's name carries the
+cluster's generation (see tf-cluster.generation); the Service's does not. Call with
 (dict "root" $ "role" "worker" "replicas" n).
 */}}
 {{- define "tf-cluster.job" -}}
@@ -12,6 +13,7 @@ metadata:
   name: {{ include "tf-cluster.jobName" . }}
   labels:
     {{- $labels | nindent 4 }}
+    tfhelm.io/generation: {{ include "tf-cluster.generation" .root | quote }}
   {{- with include "tf-cluster.annotations" (dict "root" .root) }}{{ . | trim | nindent 2 }}{{ end }}
 spec:
   completionMode: Indexed
@@ -35,7 +37,7 @@ spec:
 apiVersion: v1
 kind: Service
 metadata:
-  name: {{ include "tf-cluster.jobName" . }}
+  name: {{ include "tf-cluster.jobServiceName" . }}
   labels:
     {{- $labels | nindent 4 }}
   {{- with include "tf-cluster.annotations" (dict "root" .root) }}{{ . | trim | nindent 2 }}{{ end }}

@@ -8,8 +8,31 @@ these rules; tests/chart/test_agreement.py proves both agree for many shapes.
 {{- .Values.clusterName | default .Values.fullnameOverride | default .Release.Name -}}
 {{- end }}
 
-{{/* Job and headless Service of a Job role; call with (dict "root" $ "role" "worker"). */}}
+{{/*
+The cluster's generation: a short hash of what its pods are made from (every value except
+`components`, which only splits the cluster into releases, `reaper`, and what no task pod
+carries: `test`, `commonAnnotations` and `enabled`; plus the chart's version). Null values
+are left out of the hash: Helm 3 keeps the chart's null defaults, Helm 4 drops them, and
+both must name the Jobs alike. Both releases of a split cluster compute the same one. A Job's pod template
+cannot change in place, so a Job's name carries the generation: a change makes Helm (or
+`kubectl apply --prune`) create new Jobs and delete the old ones, as a Deployment does with
+its ReplicaSets, and `helm rollback` brings the old names back. tfhelm reads it from the
+rendered chart (the config ConfigMap), never recomputes it.
+*/}}
+{{- define "tf-cluster.generation" -}}
+{{- $v := omit .Values "components" "reaper" "test" "commonAnnotations" "enabled" | toJson -}}
+{{- $v = regexReplaceAll `"[^"]*":null,?` $v "" | replace ",}" "}" -}}
+{{- printf "%s/%s/%s" .Chart.Version .Chart.AppVersion $v | sha256sum | trunc 6 -}}
+{{- end }}
+
+{{/* Job of a Job role; pod i's hostname is `<job>-<i>`. Call with (dict "root" $ "role" "worker").
+Callers rendering many names pass "generation" (it hashes all values: compute it once). */}}
 {{- define "tf-cluster.jobName" -}}
+{{- printf "%s-%s-%s" (include "tf-cluster.name" .root) .role (.generation | default (include "tf-cluster.generation" .root)) -}}
+{{- end }}
+
+{{/* Headless Service (the pods' subdomain) of a Job role: stable across generations. */}}
+{{- define "tf-cluster.jobServiceName" -}}
 {{- printf "%s-%s" (include "tf-cluster.name" .root) .role -}}
 {{- end }}
 
@@ -62,6 +85,7 @@ TFJob): a coordinator or a collective would otherwise wait for it forever.
 {{- $root := . -}}
 {{- $suffix := include "tf-cluster.hostSuffix" . -}}
 {{- $counts := include "tf-cluster.counts" . | fromJson -}}
+{{- $generation := include "tf-cluster.generation" . -}}
 {{- $first := true -}}
 {
 {{- range $role := list "chief" "ps" "worker" }}
@@ -69,13 +93,14 @@ TFJob): a coordinator or a collective would otherwise wait for it forever.
 {{- if $n }}
 {{- if not $first }},{{ end }}{{ $first = false -}}
 "{{ $role }}":[
-{{- $job := include "tf-cluster.jobName" (dict "root" $root "role" $role) }}
+{{- $job := include "tf-cluster.jobName" (dict "root" $root "role" $role "generation" $generation) }}
+{{- $svc := include "tf-cluster.jobServiceName" (dict "root" $root "role" $role) }}
 {{- range $i := until $n }}
 {{- if $i }},{{ end -}}
 {{- if eq $role "ps" -}}
 "{{ include "tf-cluster.psName" (dict "root" $root "index" $i) }}.{{ $suffix }}"
 {{- else -}}
-"{{ $job }}-{{ $i }}.{{ $job }}.{{ $suffix }}"
+"{{ $job }}-{{ $i }}.{{ $svc }}.{{ $suffix }}"
 {{- end }}
 {{- end -}}
 ]

@@ -30,7 +30,7 @@ metadata:
     {{- end }}
 spec:
   {{- if not $isPS }}
-  subdomain: {{ include "tf-cluster.jobName" . }}
+  subdomain: {{ include "tf-cluster.jobServiceName" . }}
   restartPolicy: Never
   {{- end }}
   {{- with include "tf-cluster.serviceAccountName" $root }}

@@ -83,9 +83,11 @@ NOTES.txt, so `helm install` and `helm template` (Argo CD) both fail with the me
 {{- fail (printf "cluster name %q must be lowercase letters, digits and '-', starting with a letter (set clusterName)" $name) -}}
 {{- end -}}
 {{- $counts := include "tf-cluster.counts" . | fromJson -}}
+{{- $generation := include "tf-cluster.generation" . -}}
 {{- range $role := list "chief" "evaluator" "ps" "worker" }}
 {{- $n := int (index $counts $role) }}
-{{- $longest := printf "%s-%s-%d" $name $role (sub $n 1) }}
+{{- $base := ternary (printf "%s-ps" $name) (include "tf-cluster.jobName" (dict "root" $ "role" $role "generation" $generation)) (eq $role "ps") }}
+{{- $longest := printf "%s-%d" $base (sub $n 1) }}
 {{- if and $n (gt (len $longest) 63) }}
 {{- fail (printf "cluster name %q is too long: the %s hostname %q exceeds 63 characters (shorten clusterName)" $name $role $longest) }}
 {{- end }}

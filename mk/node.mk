@@ -1,11 +1,12 @@
 # The local cluster's real node (tfhelm/localnode.py): kubelet and kube-proxy come with the
 # Kubernetes build in mk/testenv.mk; here containerd and CoreDNS from Go modules (cached per
-# version like every binary), Debian's runc, CNI plugins, iptables and bindfs, and the
-# images, built without a registry by hack/images/build.py into the per-user cache.
+# version like every binary), kube-router (NetworkPolicy), Debian's runc, CNI plugins,
+# iptables, ipset and bindfs, and the images, built without a registry by
+# hack/images/build.py into the per-user cache.
 # Needs root, as the node itself does.
 
-NODE_BINS      := containerd containerd-shim-runc-v2 ctr coredns
-NODE_APT       := runc containernetworking-plugins iptables conntrack bindfs debootstrap gcc libc6-dev
+NODE_BINS      := containerd containerd-shim-runc-v2 ctr coredns kube-router
+NODE_APT       := runc containernetworking-plugins iptables ipset conntrack bindfs debootstrap gcc libc6-dev
 TFHELM_CACHE   := $(or $(TFHELM_CACHE_DIR),$(or $(XDG_CACHE_HOME),$(HOME)/.cache)/tfhelm)
 IMAGES         := $(TFHELM_CACHE)/images/images.tar
 NOTEBOOK_VERSION    := 7.6.5
@@ -29,6 +30,14 @@ $(BIN)/containerd $(BIN)/containerd-shim-runc-v2 $(BIN)/ctr &: mk/versions.mk
 $(BIN)/coredns: mk/versions.mk
 	hack/cached-go-install.sh coredns $(COREDNS_VERSION) $(BIN) -- \
 	  go install -trimpath -ldflags "-s -w" github.com/coredns/coredns@$(COREDNS_VERSION)
+
+# NetworkPolicy for the real node: kube-router's policy controller only (routing and
+# service proxy off). v2.1.0 is the one version the module proxy here serves, and security
+# flaws are reported for it: it runs for the local test cluster only, on a network that
+# never leaves the machine.
+$(BIN)/kube-router: mk/versions.mk
+	hack/cached-go-install.sh kube-router $(KUBE_ROUTER_VERSION) $(BIN) -- \
+	  go install -trimpath -ldflags "-s -w" github.com/cloudnativelabs/kube-router/v2/cmd/kube-router@$(KUBE_ROUTER_VERSION)
 
 $(BIN)/pause: hack/images/pause.c | node-deps
 	@mkdir -p $(BIN)

@@ -7,6 +7,7 @@ TENSORFLOW_VERSION := 2.21.0
 HELM_DOCS_VERSION  := v1.14.2
 CONTAINERD_VERSION := v2.2.9
 COREDNS_VERSION    := v1.14.7
+KUBE_ROUTER_VERSION := v2.1.0
 # Test-only: the OCI registry server and the GitOps CRDs' source modules.
 DISTRIBUTION_VERSION := v3.1.2
 ARGOCD_VERSION       := v3.5.7

@@ -1,7 +1,8 @@
 """The local cluster's real node: pods that really run.
 
 kubelet and kube-proxy (the pinned Kubernetes), containerd 2 with Debian's runc and CNI
-plugins, and CoreDNS run as host processes inside a network namespace made for the node
+plugins, and CoreDNS run as host processes, with kube-router's network policy controller enforcing
+NetworkPolicy (iptables and ipsets; its routing and service proxy are off), inside a network namespace made for the node
 (no default route: nothing leaves the machine) and a private mount namespace (their
 /run, /var/lib and /var/log are the node's own), under a cgroup of their own. The host
 reaches the node over a veth pair; the API server listens on the host end too, so the
@@ -41,11 +42,12 @@ LABELS = {"tfhelm.io/real-node": "true",
           # there); the tainted user node for scheduling tests is a kwok node.
           "tfhelm.io/node-role": "user"}
 # What the node needs on the host besides the binaries `make node` builds.
-HOST_TOOLS = ("runc", "iptables", "ip", "nsenter", "unshare", "mount", "conntrack", "bindfs")
+HOST_TOOLS = ("runc", "iptables", "ip", "nsenter", "unshare", "mount", "conntrack", "bindfs", "ipset")
 # Where kube-controller-manager's host-path provisioner makes volumes (fixed in Kubernetes).
 HOSTPATH_PV = Path("/tmp/hostpath_pv")
 CNI_DIRS = (Path("/usr/lib/cni"), Path("/opt/cni/bin"))
-NODE_BINARIES = ("kubelet", "kube-proxy", "containerd", "containerd-shim-runc-v2", "ctr", "coredns")
+NODE_BINARIES = ("kubelet", "kube-proxy", "containerd", "containerd-shim-runc-v2", "ctr", "coredns",
+                 "kube-router")
 
 
 # The network namespace, cgroup and veth names are machine-wide: one real node per
@@ -397,6 +399,11 @@ def start(p: Paths, bins: Path, apiserver_port: int, pki: Path, images: Path | N
         import_images(p, bins, images, holder)
     _spawn(p, "coredns", [str(bins / "coredns"), "-conf", str(p.state / "Corefile")], holder)
     _spawn(p, "kube-proxy", [str(bins / "kube-proxy"), "--config", str(p.state / "kube-proxy.yaml")], holder, env)
+    # NetworkPolicy enforcement only: the bridge CNI routes, kube-proxy serves Services.
+    _spawn(p, "kube-router", [str(bins / "kube-router"), "--kubeconfig", str(kubeconfig),
+                              "--hostname-override", NAME, "--run-firewall=true", "--run-router=false",
+                              "--run-service-proxy=false", "--enable-cni=false", "--health-port=0",
+                              "--iptables-sync-period=30s"], holder, env)
     labels = ",".join(f"{k}={v}" for k, v in LABELS.items())
     _spawn(p, "kubelet", [str(bins / "kubelet"), "--config", str(p.state / "kubelet.yaml"),
                           "--kubeconfig", str(kubeconfig), "--hostname-override", NAME,

@@ -1,0 +1,55 @@
+"""NetworkPolicy is enforced on the real node (kube-router's policy controller): a user's
+pods cannot reach another user's workspace, their own namespace still can, and the
+exposed notebook port still answers from outside the cluster."""
+
+from __future__ import annotations
+
+import urllib.request
+import uuid
+
+from kubernetes import client
+
+from tfhelm import users
+
+from .conftest import run, wait_for
+
+PROBE = """
+import sys, urllib.request
+try:
+    with urllib.request.urlopen(sys.argv[1], timeout=5) as r:
+        print("REACHED", r.status)
+except Exception as e:
+    print("BLOCKED", type(e).__name__, e)
+"""
+
+
+def probe(core: client.CoreV1Api, namespace: str, url: str) -> str:
+    """What a pod in `namespace` gets from `url`: 'REACHED ...' or 'BLOCKED ...'."""
+    name = f"probe-{uuid.uuid4().hex[:6]}"
+    security = client.V1SecurityContext(allow_privilege_escalation=False, run_as_non_root=True,
+                                        run_as_user=1000, capabilities=client.V1Capabilities(drop=["ALL"]),
+                                        seccomp_profile=client.V1SeccompProfile(type="RuntimeDefault"))
+    core.create_namespaced_pod(namespace, client.V1Pod(
+        metadata=client.V1ObjectMeta(name=name),
+        spec=client.V1PodSpec(restart_policy="Never", automount_service_account_token=False, containers=[
+            client.V1Container(name="probe", image="tensorflow/tensorflow:2.21.0", security_context=security,
+                               command=["python3", "-c", PROBE, url])])))
+    wait_for(lambda: core.read_namespaced_pod(name, namespace).status.phase in ("Succeeded", "Failed"),
+             120, what=f"probe {namespace}/{name}")
+    return core.read_namespaced_pod_log(name, namespace)
+
+
+def test_users_cannot_reach_each_other_but_the_exposed_port_answers(kubeconfig, core):
+    alice, bob = f"a{uuid.uuid4().hex[:5]}", f"b{uuid.uuid4().hex[:5]}"
+    for u in (alice, bob):
+        run("tfhelm", "user", "add", u, "--timeout", "300")
+    try:
+        alice_files = users.files_url(alice)
+        assert probe(core, users.user_namespace(alice), alice_files).startswith("REACHED 200")
+        assert probe(core, users.user_namespace(bob), alice_files).startswith("BLOCKED")
+        urls = dict(line.split(":", 1) for line in run("tfhelm", "user", "url", alice).stdout.splitlines())
+        with urllib.request.urlopen(urls["notebook"].strip(), timeout=10) as r:
+            assert r.status == 200
+    finally:
+        for u in (alice, bob):
+            run("tfhelm", "user", "remove", u, "--purge")

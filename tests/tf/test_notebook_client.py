@@ -9,6 +9,7 @@ import json
 from typer.testing import CliRunner
 
 from tfhelm import localrun, manifests, spec
+from tfhelm.chart import default_values
 from tfhelm.cli import app
 
 from .helpers import EXAMPLES, TASK_ENV, Collect, events, latest_checkpoint_step, metrics, topology
@@ -32,7 +33,8 @@ def test_a_notebook_drives_the_servers_of_an_in_graph_cluster(tmp_path):
     chief_config = json.loads(result.stdout)
     generation = manifests.cluster_config(manifests.render({**values, "clusterName": "nb"}, "nb", "alice"))[1]
     assert chief_config == {"cluster": {"chief": [client], **spec.cluster_spec(
-        "nb", "alice", spec.Shape(workers=2, ps=1), generation=generation)},
+        "nb", "alice", spec.Shape(workers=2, ps=1), cluster_domain=default_values()["clusterDomain"],
+        generation=generation)},
         "task": {"type": "chief", "index": 0}}
     # Here the servers' hosts are loopback ports instead of the chart's DNS names.
     chief_config["cluster"] = {"chief": [client], **servers[0].tf_config["cluster"]}

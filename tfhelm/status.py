@@ -209,9 +209,9 @@ def cluster_rows(jobs: list, deployments: list) -> list[ClusterRow]:
     rows = []
     for (ns, name), objs in sorted(groups.items()):
         jrows = job_rows(objs)
-        worker = next((j for j in jrows if j.role == "worker"), None)
+        current = current_jobs(jrows)  # during an upgrade the old generation's Jobs linger
+        worker = current.get("worker")
         total, ready = ps_counts(objs)
         rows.append(ClusterRow(ns, name, f"{worker.succeeded}/{worker.total}" if worker else "-",
-                               f"{ready}/{total}", any(j.role == "chief" for j in jrows),
-                               training_state(jrows)))
+                               f"{ready}/{total}", "chief" in current, training_state(jrows)))
     return rows

@@ -7,6 +7,7 @@ import json
 import re
 import subprocess
 import sys
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
@@ -25,10 +26,12 @@ from tfhelm.values import ClusterOptions
 REPO = Path(__file__).resolve().parents[2]
 
 
-def job(cluster, role, ns="team-a", total=2, succeeded=0, complete=False):
+def job(cluster, role, ns="team-a", total=2, succeeded=0, complete=False, generation="",
+        created=None, deleting=False):
     conds = [k8s.V1JobCondition(type="Complete", status="True")] if complete else []
     return k8s.V1Job(
-        metadata=k8s.V1ObjectMeta(name=f"{cluster}-{role}", namespace=ns,
+        metadata=k8s.V1ObjectMeta(name=f"{cluster}-{role}" + (f"-{generation}" if generation else ""), namespace=ns,
+                                  creation_timestamp=created, deletion_timestamp=created if deleting else None,
                                   labels={"tfhelm.io/cluster": cluster, "tfhelm.io/role": role}),
         spec=k8s.V1JobSpec(completions=total, template=k8s.V1PodTemplateSpec(
             spec=k8s.V1PodSpec(containers=[k8s.V1Container(name="tensorflow")]))),
@@ -69,6 +72,15 @@ def test_cluster_rows_group_by_namespace_and_cluster():
     big = rows["team-a", "big"]
     assert (big.workers, big.ps, big.chief, big.training) == ("3/8", "2/2", True, "Running")
     assert rows["team-a", "serving"].training == "Serving"
+
+
+def test_cluster_rows_count_the_current_generation():
+    """Mid-upgrade the old Job (finished, being deleted) lingers beside the new one."""
+    t0, t1 = datetime(2026, 1, 1, tzinfo=timezone.utc), datetime(2026, 1, 2, tzinfo=timezone.utc)
+    jobs = [job("m", "worker", total=2, succeeded=2, complete=True, generation="000aaa", created=t0, deleting=True),
+            job("m", "worker", total=5, succeeded=1, generation="fff111", created=t1)]  # sorts after the old one
+    (row,) = status.cluster_rows(jobs, [])
+    assert (row.workers, row.training) == ("1/5", "Running")
 
 
 def test_status_report_is_plain_data():

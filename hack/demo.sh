@@ -24,13 +24,13 @@ echo ">> copied the example into $user's notebook ($workdir): the workers fetch 
 # A rerun trains again from the kept checkpoint; --replace keeps nothing of the old Jobs.
 tfhelm down "$name" -n "$ns" >/dev/null 2>&1 || true
 tfhelm up --user "$user" --name "$name" --workers "$workers" --ps "$ps" --script ps_between_graph.py \
-  -- --steps 200 --checkpoint-every 50
+  -- --steps 2000 --checkpoint-every 200
 
 echo ">> the workers' output (loss lines) as they train:"
 selector="tfhelm.io/cluster=$name,app.kubernetes.io/component=worker"
 until [ "$(kubectl -n "$ns" get pods -l "$selector" -o jsonpath='{range .items[*]}{.status.phase}{"\n"}{end}' |
            grep -cE 'Running|Succeeded|Failed')" -ge "$workers" ]; do sleep 1; done
-kubectl -n "$ns" logs -f --prefix --max-log-requests "$workers" -l "$selector" -c tensorflow | grep --line-buffered -E 'loss|step|error|Error' || true
+kubectl -n "$ns" logs -f --prefix --max-log-requests "$workers" -l "$selector" -c tensorflow | grep --line-buffered -E 'loss|session ready|done at|Error' || true
 
 tfhelm reap "$name" -n "$ns" --grace 5
 tfhelm status "$name" -n "$ns"

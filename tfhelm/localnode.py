@@ -399,11 +399,6 @@ def start(p: Paths, bins: Path, apiserver_port: int, pki: Path, images: Path | N
         import_images(p, bins, images, holder)
     _spawn(p, "coredns", [str(bins / "coredns"), "-conf", str(p.state / "Corefile")], holder)
     _spawn(p, "kube-proxy", [str(bins / "kube-proxy"), "--config", str(p.state / "kube-proxy.yaml")], holder, env)
-    # NetworkPolicy enforcement only: the bridge CNI routes, kube-proxy serves Services.
-    _spawn(p, "kube-router", [str(bins / "kube-router"), "--kubeconfig", str(kubeconfig),
-                              "--hostname-override", NAME, "--run-firewall=true", "--run-router=false",
-                              "--run-service-proxy=false", "--enable-cni=false", "--health-port=0",
-                              "--iptables-sync-period=30s"], holder, env)
     labels = ",".join(f"{k}={v}" for k, v in LABELS.items())
     _spawn(p, "kubelet", [str(bins / "kubelet"), "--config", str(p.state / "kubelet.yaml"),
                           "--kubeconfig", str(kubeconfig), "--hostname-override", NAME,
@@ -411,6 +406,12 @@ def start(p: Paths, bins: Path, apiserver_port: int, pki: Path, images: Path | N
                           "--cert-dir", str(p.state / "kubelet-pki")], holder, env)
     _wait_for(lambda: kubectl("get", "node", NAME, check=False).returncode == 0, 90,
               f"node {NAME} to register", p.logs / "kubelet.log")
+    # NetworkPolicy enforcement only (it needs the Node object): the bridge CNI routes,
+    # kube-proxy serves Services.
+    _spawn(p, "kube-router", [str(bins / "kube-router"), "--kubeconfig", str(kubeconfig),
+                              "--hostname-override", NAME, "--run-firewall=true", "--run-router=false",
+                              "--run-service-proxy=false", "--enable-cni=false", "--health-port=0",
+                              "--iptables-sync-period=30s"], holder, env)
 
 
 def _ctr(p: Paths, bins: Path, holder: int, *args: str, **kw) -> subprocess.CompletedProcess:

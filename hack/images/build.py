@@ -29,7 +29,8 @@ import sys
 import tarfile
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
+# Part of every layer's cache key: bump it when a change here must rebuild the layers.
+LAYOUT = 1
 BASE_PACKAGES = ["python3", "python3-pip", "ca-certificates", "nginx-light", "tini"]
 PATH_ENV = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
@@ -232,7 +233,6 @@ def main() -> None:
     layers_dir = a.out / "layers"
     layers_dir.mkdir(parents=True, exist_ok=True)
     suite, _ = debian_mirror()
-    script_key = file_digest(Path(__file__))
     wheel_key = wheel_digest(a.wheel)
     deps = _wheel_requirements(a.wheel)
 
@@ -240,7 +240,7 @@ def main() -> None:
     dirs: dict[str, Path] = {}
 
     def layer(name: str, *inputs: object, build) -> str:
-        keys[name] = key_of(name, script_key, *inputs)
+        keys[name] = key_of(name, LAYOUT, *inputs)
         d = layers_dir / f"{name}-{keys[name]}"
         if not d.is_dir():
             for stale in layers_dir.glob(f"{name}-*"):

@@ -78,7 +78,7 @@ class AdmissionRefused(TfhelmError):
 
     def __init__(self, namespace: str, kind: str, name: str, reason: str):
         self.namespace, self.kind, self.name = namespace, kind, name
-        super().__init__(f"the API server refuses {kind} {namespace}/{name}: {reason}")
+        super().__init__(one_line(f"the API server refuses {kind} {namespace}/{name}: {reason}"))
 
 
 # RBAC says `User "..." cannot <verb> ...`; admission (Pod Security, quota, policies) also

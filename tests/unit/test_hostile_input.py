@@ -152,6 +152,11 @@ def test_other_refusals_are_exit_5_and_unreachable_is_exit_3():
     assert isinstance(e, errors.ClusterUnreachable) and "tfhelm cluster up" in str(e)
 
 
+def test_an_object_the_dry_run_refuses_is_one_line_exit_5():
+    e = errors.AdmissionRefused("ns", "Job", "m-worker-abc123", 'Job.batch "m-worker-abc123" is invalid:\n  limits')
+    assert errors.exit_code(e) == 5 and "\n" not in str(e) and "Job ns/m-worker-abc123" in str(e)
+
+
 @pytest.mark.parametrize("reason,code", [
     ('secrets is forbidden: User "x" cannot list resource "secrets"', 3),
     ("Kubernetes cluster unreachable: Get \"https://127.0.0.1:1/version\": dial tcp", 3),

@@ -14,19 +14,12 @@ from tfhelm.chart import chart_path
 from tests.tf.helpers import events, latest_checkpoint_step, metrics
 
 from tests.cluster.conftest import job_of
+from tests.cluster.test_localcluster import job_condition
 
 from .conftest import pod_logs, run, volume_dir, wait_for
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 SMALL = ["--set", "storage.data.size=64Mi", "--set", "storage.logs.size=64Mi"]
-
-
-def job_done(batch: client.BatchV1Api, ns: str, name: str) -> str | None:
-    job = batch.read_namespaced_job(name, ns)
-    for c in job.status.conditions or []:
-        if c.type in ("Complete", "Failed") and c.status == "True":
-            return c.type
-    return None
 
 
 def cluster_pods(core, ns: str, name: str) -> list:
@@ -53,7 +46,7 @@ def test_plain_helm_install_trains_between_graph_and_the_in_cluster_reaper_remov
     run("helm", "install", "bg", str(chart_path()), "-n", namespace, "-f", "-", *SMALL,
         stdin=yaml.safe_dump(values))
     workers = job_of(namespace, "bg", "worker")  # named by the cluster's generation
-    assert wait_for(lambda: job_done(batch, namespace, workers), 600, interval=2,
+    assert wait_for(lambda: job_condition(batch, namespace, workers), 600, interval=2,
                     what="the worker Job to finish") == "Complete", pod_logs(core, namespace, "tfhelm.io/cluster=bg")
     logs = pod_logs(core, namespace, "app.kubernetes.io/component=worker")
     assert any("loss" in text for text in logs.values()), logs
@@ -84,7 +77,7 @@ def test_in_graph_checkpoints_from_the_ps_and_resumes_after_killed_tasks(namespa
                   if p.metadata.labels["app.kubernetes.io/component"] == "worker")
     core.delete_namespaced_pod(worker.metadata.name, namespace)
     chief = job_of(namespace, "ig", "chief")
-    assert wait_for(lambda: job_done(batch, namespace, chief), 600, interval=2,
+    assert wait_for(lambda: job_condition(batch, namespace, chief), 600, interval=2,
                     what="the chief Job to finish") == "Complete", pod_logs(core, namespace, "tfhelm.io/cluster=ig")
     starts = events(metrics(logs_dir, "chief-0"), "start")
     assert len(starts) == 2 and starts[0]["step"] == 0 and starts[1]["step"] >= 100, starts
@@ -98,7 +91,7 @@ def test_collective_workers_train_in_lockstep(namespace, core, api_client):
     run("tfhelm", "up", "--name", "mw", "-n", namespace, "--workers", "2", "--ps", "0",
         "--script", "examples/collective.py", *SMALL, "--", "--steps", "40", "--checkpoint-every", "20")
     workers = job_of(namespace, "mw", "worker")
-    assert wait_for(lambda: job_done(batch, namespace, workers), 600, interval=2,
+    assert wait_for(lambda: job_condition(batch, namespace, workers), 600, interval=2,
                     what="the worker Job to finish") == "Complete", pod_logs(core, namespace, "tfhelm.io/cluster=mw")
     logs_dir = volume_dir(core, namespace, "mw-logs") / "mw"
     done = [events(metrics(logs_dir, f"worker-{i}"), "done") for i in (0, 1)]

@@ -99,7 +99,7 @@ def assert_consistent(batch, apps, ns: str, cluster: str, workers: int, image: s
     assert job.spec.completions == workers
     assert job.spec.template.spec.containers[0].image == image
     assert apps.read_namespaced_deployment(f"{cluster}-ps-0", ns).spec.template.spec.containers[0].image == image
-    assert ps_workers(apps, ns, cluster) == [f"{name}-{i}.{cluster}-worker.{ns}.svc:2222" for i in range(workers)]
+    assert ps_workers(apps, ns, cluster) == [f"{name}-{i}.{cluster}-worker.{ns}.svc.cluster.local:2222" for i in range(workers)]
     return name
 
 

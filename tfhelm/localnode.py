@@ -370,10 +370,10 @@ def start(p: Paths, bins: Path, apiserver_port: int, pki: Path, images: Path | N
     if os.geteuid() != 0:
         raise LocalNodeError("the real node needs root (network namespace, mounts, cgroups)")
     owner = _owner()
-    if owner and owner != str(p.state) and NETNS_PATH.exists():
+    if owner and owner != str(p.state) and NETNS_PATH.exists() and _holder_alive(Path(owner)):
         raise LocalNodeError(f"the machine's real node belongs to the local cluster of {owner}; "
                              "stop that one first (`tfhelm cluster down` there)")
-    OWNER_FILE.unlink(missing_ok=True)  # a stale claim: its namespace is gone
+    OWNER_FILE.unlink(missing_ok=True)  # a stale claim (its processes are gone): ours now
     stop(p)
     p.state.mkdir(parents=True, exist_ok=True)
     OWNER_FILE.write_text(str(p.state))
@@ -432,6 +432,14 @@ def import_images(p: Paths, bins: Path, archive: Path, holder: int) -> None:
     _ctr(p, bins, holder, "images", "import", "--all-platforms", "--snapshotter", "overlayfs", str(archive),
          timeout=900)
     stamp.write_text(key)
+
+
+def _holder_alive(state: Path) -> bool:
+    try:
+        pid = int((state / "pids" / "holder.pid").read_text())
+    except (OSError, ValueError):
+        return False
+    return _comm(pid) == "sleep"
 
 
 def _owner() -> str | None:

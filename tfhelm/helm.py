@@ -142,19 +142,18 @@ class Helm:
 
     async def get_values(self, release: str, namespace: str) -> dict | None:
         """The user-supplied values of a release; None when it does not exist."""
-        try:
-            return await self.command.get_values(release, namespace=namespace) or {}
-        except helm_errors.ReleaseNotFoundError:
-            return None
-        except helm_errors.Error as err:
-            if "not found" in err.stderr.decode():
-                return None
-            raise ReleaseError(namespace, release, "read", helm_message(err)) from err
+        return await self._read(release, namespace, self.command.get_values(release, namespace=namespace), {})
 
     async def manifest(self, release: str, namespace: str) -> list[dict] | None:
         """The objects of an installed release (`helm get manifest`); None when it does not exist."""
+        docs = await self._read(release, namespace, self.command.get_resources(release, namespace=namespace), [])
+        return None if docs is None else [d for d in docs if d]
+
+    @staticmethod
+    async def _read(release: str, namespace: str, call, empty):
+        """Await a `helm get ...` call; None when the release does not exist."""
         try:
-            return [d for d in await self.command.get_resources(release, namespace=namespace) if d]
+            return await call or empty
         except helm_errors.ReleaseNotFoundError:
             return None
         except helm_errors.Error as err:

@@ -93,6 +93,16 @@ def api_client(kubeconfig: Path) -> client.ApiClient:
 
 
 @pytest.fixture(scope="session")
+def batch(api_client: client.ApiClient) -> client.BatchV1Api:
+    return client.BatchV1Api(api_client)
+
+
+@pytest.fixture(scope="session")
+def apps(api_client: client.ApiClient) -> client.AppsV1Api:
+    return client.AppsV1Api(api_client)
+
+
+@pytest.fixture(scope="session")
 def core(api_client: client.ApiClient) -> client.CoreV1Api:
     return client.CoreV1Api(api_client)
 

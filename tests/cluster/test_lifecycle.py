@@ -62,16 +62,6 @@ def revisions(ns: str, release: str) -> int:
     return len(json.loads(helm("history", release, "-n", ns, "-o", "json")))
 
 
-@pytest.fixture(scope="module")
-def batch(api_client):
-    return client.BatchV1Api(api_client)
-
-
-@pytest.fixture(scope="module")
-def apps(api_client):
-    return client.AppsV1Api(api_client)
-
-
 def jobs(batch, ns: str, cluster: str, role: str = "worker") -> list:
     """The cluster's Jobs of a role that are not on their way out."""
     return [j for j in batch.list_namespaced_job(

@@ -6,8 +6,6 @@ from __future__ import annotations
 import json
 import subprocess
 
-import pytest
-from kubernetes import client
 from typer.testing import CliRunner
 
 from tfhelm.cli import app
@@ -34,16 +32,6 @@ def releases(ns: str) -> list[str]:
     result = helm("list", "-n", ns, "--deployed", "--failed", "--pending", "-o", "json")
     assert result.returncode == 0, result.stderr
     return sorted(r["name"] for r in json.loads(result.stdout or "[]"))
-
-
-@pytest.fixture(scope="module")
-def batch(api_client):
-    return client.BatchV1Api(api_client)
-
-
-@pytest.fixture(scope="module")
-def apps(api_client):
-    return client.AppsV1Api(api_client)
 
 
 def cluster_pods(core, ns: str, cluster: str) -> list:

@@ -11,7 +11,7 @@ from typing import Optional
 import typer
 from rich.markup import escape
 
-from tfhelm import deploy, gitops, manifests, spec, status, users, uservalues
+from tfhelm import deploy, gitops, manifests, spec, status, training, users, uservalues
 from tfhelm.console import OneLineErrors, cli_errors, err, out
 from tfhelm.errors import SpecError, TrainingFailed
 from tfhelm.helm import Helm, run_sync
@@ -196,14 +196,14 @@ def status_(name: str = typer.Argument(..., help="Cluster name."),
         table(("TASK", "POD", "PHASE", "RESTARTS", "NODE"),
               [(r.task, r.pod, r.phase, r.restarts, r.node) for r in status.task_rows(objs)],
               title=f"TF cluster {ns}/{name}")
-        for j in status.job_rows(objs):
+        for j in training.job_rows(objs.jobs):
             out.print(f"job {j.name}: {j.succeeded}/{j.total} succeeded, {j.failed} failed — {j.state}",
                       markup=False, highlight=False)
         out.print(f"parameter servers: {status.ps_state(objs)}", markup=False, highlight=False)
         for line in status.reaper_lines(events):
             out.print(line, markup=False, highlight=False, soft_wrap=True)
     # The same exit code whatever the format: a script reads it without parsing the report.
-    if status.training_done(status.job_rows(objs)) == "Failed":
+    if training.training_done(training.job_rows(objs.jobs)) == "Failed":
         raise typer.Exit(TrainingFailed.exit_code)
 
 

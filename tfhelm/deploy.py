@@ -17,7 +17,7 @@ from typing import Callable
 
 import yaml
 
-from tfhelm import manifests, spec, status
+from tfhelm import manifests, spec, training
 from tfhelm.errors import SpecError, UsageError
 from tfhelm.helm import Helm
 from tfhelm.kube import Kube
@@ -105,9 +105,9 @@ class ReplaceRefused(UsageError):
 class Change:
     """What an upgrade changes: values (dotted keys) and the Jobs it replaces."""
     values: list[str]  # "worker.replicas: 2 -> 5"
-    replaced: list[status.JobRow]  # current Jobs the new generation replaces
+    replaced: list[training.JobRow]  # current Jobs the new generation replaces
     new_jobs: dict[str, str]  # role -> new Job name
-    current: list[status.JobRow]  # the cluster's Jobs now
+    current: list[training.JobRow]  # the cluster's Jobs now
 
     def lines(self) -> list[str]:
         if self.current and not (self.values or self.replaced):
@@ -151,7 +151,7 @@ async def change_of(p: Plan, rendered: dict[str, list[dict]], helm: Helm, kube: 
         old = await helm.get_values(spec.ps_release(p.name), p.namespace)
     workload = rendered[p.name]
     new_jobs = manifests.job_names(workload)
-    current = [status.job_row(j) for j in kube.objects(p.namespace, p.name).jobs
+    current = [training.job_row(j) for j in kube.objects(p.namespace, p.name).jobs
                if not j.metadata.deletion_timestamp]
     replaced = [j for j in current if j.name not in new_jobs.values()]
     olds = {k: v for k, v in (old or {}).items() if k != "components"}

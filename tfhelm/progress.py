@@ -8,7 +8,7 @@ import time
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn
 
-from tfhelm import status
+from tfhelm import status, training
 from tfhelm.errors import TimedOut
 from tfhelm.kube import Kube
 from tfhelm.spec import Shape
@@ -35,8 +35,8 @@ def wait_for_training(kube: Kube, namespace: str, name: str, shape: Shape, conso
         while True:
             objs = kube.objects(namespace, name)
             live = {r.task for r in status.task_rows(objs) if r.phase in ("Running", "Succeeded")}
-            jobs = status.job_rows(objs)
-            current = status.current_jobs(jobs).get(finishing)  # not an old generation's Job
+            jobs = training.job_rows(objs.jobs)
+            current = training.current_jobs(jobs).get(finishing)  # not an old generation's Job
             succeeded = current.succeeded if current else 0
             counts = (min(len(live), total), min(succeeded, goal))
             if bar:
@@ -46,7 +46,7 @@ def wait_for_training(kube: Kube, namespace: str, name: str, shape: Shape, conso
                 console.print(f"{started_text}: {counts[0]}/{total}, {done_text}: {counts[1]}/{goal}",
                               markup=False, highlight=False, soft_wrap=True)
             last = counts
-            outcome = status.training_done(jobs)
+            outcome = training.training_done(jobs)
             if outcome:
                 return outcome, bool(objs.pods) and kube.simulated_nodes(objs.pods) == {
                     p.spec.node_name for p in objs.pods if p.spec.node_name}

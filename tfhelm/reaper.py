@@ -36,10 +36,10 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Callable, Iterator, Protocol
 
-from tfhelm import spec, status
+from tfhelm import spec, training
 from tfhelm.errors import Forbidden, ReleaseError, SpecError, TfhelmError, user_facing
 from tfhelm.kube import CLUSTER_LABEL
-from tfhelm.status import COMPLETIONS, JobRow
+from tfhelm.training import COMPLETIONS, JobRow
 
 POLICIES = ("keep", "reap")
 DEFAULT_GRACE = 30
@@ -113,12 +113,12 @@ def decide(cluster: str, jobs: list[JobRow], cfg: ReapConfig, now: float,
     rounded up): both are at or after the real end, so the grace is never cut short, and a
     reaper restarted mid-grace continues it instead of starting it again.
     """
-    job = status.decisive_job(jobs, cfg.completion)
+    job = training.decisive_job(jobs, cfg.completion)
     if job is None:
         have = ", ".join(sorted(j.name for j in jobs)) or "none"
         wanted = "chief" if cfg.completion == "chief" else "worker"
         return Decision(WAIT, cluster, f"no {wanted} Job (completion '{cfg.completion}'; Jobs: {have})")
-    outcome = status.training_done(jobs, cfg.completion)
+    outcome = training.training_done(jobs, cfg.completion)
     what = (f"worker task 0 of Job {job.name}" if cfg.completion == "worker-0" and job.state == "Running"
             else f"Job {job.name}")
     if outcome is None:
@@ -132,7 +132,7 @@ def decide(cluster: str, jobs: list[JobRow], cfg: ReapConfig, now: float,
             return Decision(KEEP, cluster, f"{why}; keeping the parameter servers for debugging "
                             f"(--on-failure keep); remove them with `tfhelm reap {cluster} "
                             f"--on-failure reap` or `tfhelm down {cluster}`", job, outcome)
-    workers = status.current_jobs(jobs).get("worker")
+    workers = training.current_jobs(jobs).get("worker")
     stop = (workers.name if workers and workers.runs_server and workers.state == "Running"
             and not workers.suspended else None)
     since = [t for t in (observed, _server_time(job, cfg.completion)) if t is not None]
@@ -326,7 +326,7 @@ class Reaper:
             self._evaluate()
 
     def _sync(self, jobs: list) -> None:
-        rows = [status.job_row(j) for j in jobs]
+        rows = [training.job_row(j) for j in jobs]
         self._jobs = {r.uid: r for r in rows}
         for r in rows:
             self._note(r)
@@ -337,7 +337,7 @@ class Reaper:
     def _first_look(self) -> None:
         """Say at once what can never work, instead of waiting forever."""
         for cluster, jobs in sorted(self._clusters().items()):
-            workers = status.current_jobs(jobs).get("worker")
+            workers = training.current_jobs(jobs).get("worker")
             if workers and workers.runs_server and self.config.completion in ("all-workers", "worker-0"):
                 self._say(f"{self.namespace}/{cluster}: warning: the workers only run TF servers "
                           f"(in-graph) and never finish; completion '{self.config.completion}' "
@@ -358,7 +358,7 @@ class Reaper:
                               "before training finished")
 
     def _apply(self, kind: str, job) -> None:
-        row = status.job_row(job)
+        row = training.job_row(job)
         if kind == "DELETED":
             self._jobs.pop(row.uid, None)
         else:

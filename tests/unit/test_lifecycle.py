@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from tfhelm import deploy, status
+from tfhelm import deploy, training
 from tfhelm.reaper import REAP, WAIT, ReapConfig, decide
 
 from .test_reaper import T0, job
@@ -20,10 +20,10 @@ def aged(j, name: str, created: datetime, deleting: bool = False):
 def test_the_newest_job_of_a_role_decides_while_the_old_generation_is_still_there():
     old = aged(job(state="Complete", succeeded=2), "c-worker-aaaaaa", T0)
     new = aged(job(state="Running"), "c-worker-bbbbbb", T0 + timedelta(minutes=5))
-    rows = [status.job_row(new), status.job_row(old)]  # list order must not matter
-    assert status.current_jobs(rows)["worker"].name == "c-worker-bbbbbb"
+    rows = [training.job_row(new), training.job_row(old)]  # list order must not matter
+    assert training.current_jobs(rows)["worker"].name == "c-worker-bbbbbb"
     # The old generation finished, the new one runs: training is not done, the PS stay.
-    assert status.training_done(rows) is None
+    assert training.training_done(rows) is None
     assert decide("c", rows, ReapConfig(grace=0), (T0 + timedelta(hours=1)).timestamp()).action == WAIT
 
 
@@ -31,8 +31,8 @@ def test_a_job_being_deleted_never_decides():
     # A rollback re-creates the old name; the newer Job is being deleted.
     newer = aged(job(state="Complete", succeeded=2), "c-worker-bbbbbb", T0 + timedelta(minutes=5), True)
     back = aged(job(state="Complete", succeeded=2), "c-worker-aaaaaa", T0 + timedelta(minutes=1))
-    rows = [status.job_row(newer), status.job_row(back)]
-    assert status.current_jobs(rows)["worker"].name == "c-worker-aaaaaa"
+    rows = [training.job_row(newer), training.job_row(back)]
+    assert training.current_jobs(rows)["worker"].name == "c-worker-aaaaaa"
     d = decide("c", rows, ReapConfig(grace=0), (T0 + timedelta(hours=1)).timestamp())
     assert d.action == REAP and d.job.name == "c-worker-aaaaaa"
 

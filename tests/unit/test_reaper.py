@@ -9,7 +9,7 @@ from datetime import datetime, timezone
 import pytest
 from kubernetes import client as k8s
 
-from tfhelm import reaper, status
+from tfhelm import reaper, status, training
 from tfhelm.errors import SpecError, TfhelmError
 from tfhelm.reaper import GRACE, KEEP, REAP, WAIT, ReapConfig, decide
 
@@ -37,7 +37,7 @@ def job(cluster="c", role="worker", *, uid=None, state="Running", total=2, succe
 
 
 def rows(*jobs):
-    return [status.job_row(j) for j in jobs]
+    return [training.job_row(j) for j in jobs]
 
 
 def ts(dt: datetime) -> float:
@@ -133,26 +133,26 @@ def test_bad_config(cfg, field):
 
 
 def test_has_index():
-    assert status.has_index("0-3,7", 0) and status.has_index("0-3,7", 7)
-    assert not status.has_index("1-3,7", 0) and not status.has_index("", 0)
+    assert training.has_index("0-3,7", 0) and training.has_index("0-3,7", 7)
+    assert not training.has_index("1-3,7", 0) and not training.has_index("", 0)
 
 
 def test_job_row_details():
-    r = status.job_row(job(state="Failed", reason="BackoffLimitExceeded", server=True))
+    r = training.job_row(job(state="Failed", reason="BackoffLimitExceeded", server=True))
     assert (r.state, r.reason, r.runs_server, r.cluster) == ("Failed", "BackoffLimitExceeded", True, "c")
     annotated = job()
     annotated.metadata.annotations = {"tfhelm.io/runs": "server"}
-    assert status.job_row(annotated).runs_server
+    assert training.job_row(annotated).runs_server
 
 
 def test_training_done_keeps_its_default_rule():
-    assert status.training_done(rows(job(role="chief", total=1, state="Failed"), job())) == "Failed"
-    assert status.training_done(rows(job(state="Complete"))) == "Complete"
-    assert status.training_done(rows(job())) is None
+    assert training.training_done(rows(job(role="chief", total=1, state="Failed"), job())) == "Failed"
+    assert training.training_done(rows(job(state="Complete"))) == "Complete"
+    assert training.training_done(rows(job())) is None
 
 
 def test_event_names_are_deterministic():
-    r = status.job_row(job(uid="0123456789abcdef"))
+    r = training.job_row(job(uid="0123456789abcdef"))
     assert reaper.event_name(r, "TFClusterReaped") == "c-worker.tfclusterreaped.01234567"
 
 
@@ -342,7 +342,7 @@ def test_failure_kept_then_reaped_on_request():
     fc = FakeClient(failed)
     res = reaper.Reaper(fc, "ns", "c", ReapConfig(grace=0), **fast()).run()
     assert res.action == KEEP and not [c for c in fc.calls if c[0] == "uninstall"]
-    assert fc.events[reaper.event_name(status.job_row(failed), "TFClusterKept")][2] is True  # Warning
+    assert fc.events[reaper.event_name(training.job_row(failed), "TFClusterKept")][2] is True  # Warning
     res = reaper.Reaper(fc, "ns", "c", ReapConfig(grace=0, on_failure="reap"), **fast()).run()
     assert res.action == REAP and "c-ps" not in fc.releases
 

@@ -150,9 +150,8 @@ def up(name: Optional[str] = typer.Option(None, "--name", help="Cluster name (de
             raise typer.Exit(TrainingFailed.exit_code)
     if reap and s.ps:
         from tfhelm.commands.reap import run_reaper, summarize
-        from tfhelm.reaper import config_from_values
 
-        result = run_reaper(kube, p.namespace, p.name, config_from_values(p.values), err, helm=helm)
+        result = run_reaper(kube, p.namespace, p.name, p.cluster.reaper, err, helm=helm)
         if summarize(result, p.namespace, err):
             raise typer.Exit(TrainingFailed.exit_code)
 
@@ -257,15 +256,17 @@ def tfconfig(name: str = typer.Argument(..., help="Cluster name."),
     flags = _sets(sets, set_strings, set_jsons)
     # The hosts come from the chart itself (rendered, or the installed release's manifest).
     if any(x is not None for x in (workers, ps, chief, evaluator)) or values_files or flags:
-        values = deploy.plan(_options(name, ns, workers, ps, chief, evaluator, None, None, None,
-                                      None, values_files, flags, None)).values
-        cluster, _ = manifests.cluster_config(manifests.render(values, name, ns))
+        p = deploy.plan(_options(name, ns, workers, ps, chief, evaluator, None, None, None,
+                                 None, values_files, flags, None))
+        cluster, _ = manifests.cluster_config(manifests.render(p.values, name, ns))
+        shape = p.shape  # the values normalized once, by the plan
     else:
         cluster, values = run_sync(deploy.cluster_config(name, ns, Helm()))
+        shape = shape_of(values)
     if client:
         cluster = spec.with_client(cluster, client)
     else:
-        spec.check_task(shape_of(values), role, index)
+        spec.check_task(shape, role, index)
     out.print(spec.dumps(spec.tf_config(cluster, role, index)), markup=False, highlight=False,
               soft_wrap=True)
 

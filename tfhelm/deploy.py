@@ -21,7 +21,7 @@ from tfhelm import manifests, spec, training
 from tfhelm.errors import SpecError, UsageError
 from tfhelm.helm import Helm
 from tfhelm.kube import Kube
-from tfhelm.values import ClusterOptions, compute_values, shape_of
+from tfhelm.values import ClusterOptions, ClusterValues, cluster_values
 
 
 @dataclass
@@ -36,19 +36,21 @@ class Plan:
     namespace: str
     values: dict
     releases: list[Release]  # install order: PS first, so workers find them sooner
+    cluster: ClusterValues  # the same values, normalized once (shape, reaper settings)
 
     @property
     def shape(self) -> spec.Shape:
-        return shape_of(self.values)
+        return self.cluster.shape
 
 
 def plan(opts: ClusterOptions) -> Plan:
     """Pure: validated values and the releases that carry them."""
-    values = compute_values(opts)
+    normalized = cluster_values(opts)
+    values = normalized.user
     releases = [Release(opts.name, {**values, "components": "workload"})]
-    if shape_of(values).ps:
+    if normalized.shape.ps:
         releases.insert(0, Release(spec.ps_release(opts.name), {**values, "components": "ps"}))
-    return Plan(opts.name, opts.namespace, values, releases)
+    return Plan(opts.name, opts.namespace, values, releases, normalized)
 
 
 async def render(p: Plan, helm: Helm) -> dict[str, list[dict]]:

@@ -1,4 +1,5 @@
-"""Options -> chart values. Pure: no cluster, no helm."""
+"""Options -> chart values, and a release's values normalized once (ClusterValues). Pure: no
+cluster, no helm."""
 
 from __future__ import annotations
 
@@ -6,12 +7,17 @@ import re
 import secrets
 import string
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 
 from tfhelm import spec
 from tfhelm.chart import deep_merge, default_values
 from tfhelm.spec import SpecError, Shape
+
+if TYPE_CHECKING:
+    from tfhelm.reaper.rules import ReapConfig
 
 
 @dataclass
@@ -40,8 +46,9 @@ def generate_name() -> str:
     return "tf-" + "".join(secrets.choice(alphabet) for _ in range(5))
 
 
-def compute_values(opts: ClusterOptions) -> dict:
-    """The values both releases of the cluster get (they differ only in `components`).
+def cluster_values(opts: ClusterOptions) -> ClusterValues:
+    """The values both releases of the cluster get (they differ only in `components`),
+    validated and normalized once.
 
     Precedence, lowest first: -f files and --set (see tfhelm.uservalues), then the
     explicit options.
@@ -52,9 +59,15 @@ def compute_values(opts: ClusterOptions) -> dict:
     values = deep_merge(values, _option_values(opts))
     values["clusterName"] = opts.name
     values.pop("components", None)
-    shape_of(values).validate()
+    normalized = ClusterValues.from_release(values)
+    normalized.shape.validate()
     spec.validate_name(opts.name)
-    return values
+    return normalized
+
+
+def compute_values(opts: ClusterOptions) -> dict:
+    """`cluster_values(opts)`, as the dict Helm gets."""
+    return cluster_values(opts).user
 
 
 def _option_values(o: ClusterOptions) -> dict:
@@ -165,10 +178,56 @@ def coalesce(defaults: dict, user: dict) -> dict:
     return out
 
 
+@dataclass(frozen=True)
+class ClusterValues:
+    """A tf-cluster release's values, normalized once: what the user gave (what Helm gets)
+    and the chart's defaults coalesced under it (what the templates see), with the settings
+    tfhelm reads from them. Treat both dicts as read-only."""
+
+    user: dict
+    effective: dict
+    shape: Shape
+
+    @classmethod
+    def from_release(cls, user_values: dict) -> ClusterValues:
+        """From the user's values (a release's, or computed): one merge with the defaults."""
+        effective = coalesce(default_values(), user_values)
+        shape = Shape(workers=_setting(effective, "worker.replicas", int),
+                      ps=_setting(effective, "ps.replicas", int),
+                      chief=_setting(effective, "chief.enabled", bool),
+                      evaluator=_setting(effective, "evaluator.enabled", bool))
+        return cls(user_values, effective, shape)
+
+    @property
+    def name(self) -> str | None:
+        """`clusterName` (None: the chart names the cluster after the release)."""
+        return self.effective.get("clusterName") or None
+
+    def setting(self, path: str, kind: type):
+        """The value at a dotted path such as `worker.replicas` (see `setting`)."""
+        return _setting(self.effective, path, kind)
+
+    @cached_property
+    def reaper(self) -> ReapConfig:
+        """The `reaper:` section as the reaper's configuration (validated when first read:
+        only `--reap` and the reaper need it)."""
+        from tfhelm.reaper.rules import ReapConfig  # the reaper package imports this module
+
+        return ReapConfig.from_section(self.effective.get("reaper") or {})
+
+
 def setting(values: dict, path: str, kind: type):
     """The value at `worker.replicas` (defaults coalesced), or a SpecError naming the key:
     so a mistyped value is one line here, before the chart's schema sees it."""
-    node, keys = coalesce(default_values(), values), path.split(".")
+    return ClusterValues.from_release(values).setting(path, kind)
+
+
+def shape_of(values: dict) -> Shape:
+    return ClusterValues.from_release(values).shape
+
+
+def _setting(effective: dict, path: str, kind: type):
+    node, keys = effective, path.split(".")
     for depth, key in enumerate(keys):
         if not isinstance(node, dict):
             where = ".".join(keys[:depth])
@@ -184,10 +243,3 @@ def setting(values: dict, path: str, kind: type):
         want = {int: "an integer", bool: "true or false", str: "a string"}[kind]
         raise SpecError(path, f"must be {want}, got {node!r}")
     return node
-
-
-def shape_of(values: dict) -> Shape:
-    return Shape(workers=setting(values, "worker.replicas", int), ps=setting(values, "ps.replicas", int),
-                 chief=setting(values, "chief.enabled", bool),
-                 evaluator=setting(values, "evaluator.enabled", bool))
-

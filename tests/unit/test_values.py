@@ -3,8 +3,10 @@ import re
 import pytest
 
 from tfhelm.errors import SpecError
-from tfhelm.values import (ClusterOptions, compute_values, generate_name, script_values, shape_of,
-                           split_image)
+from tfhelm.chart import default_values
+from tfhelm.reaper import ReapConfig
+from tfhelm.values import (ClusterOptions, ClusterValues, cluster_values, compute_values, generate_name,
+                           script_values, setting, shape_of, split_image)
 
 
 def test_options_become_values():
@@ -28,6 +30,33 @@ def test_precedence_files_then_options():
 
 def test_shape_uses_chart_defaults_for_what_is_not_set():
     assert shape_of({}).workers == 1 and shape_of({}).ps == 1
+
+
+def test_cluster_values_hold_the_settings_read_from_the_values():
+    cv = cluster_values(ClusterOptions(name="mnist", workers=3, chief=True,
+                                       value_files=[{"reaper": {"grace": 5, "onFailure": "reap"}}]))
+    assert (cv.shape.workers, cv.shape.ps, cv.shape.chief, cv.shape.evaluator) == (3, 1, True, False)
+    assert cv.name == "mnist" and cv.user["clusterName"] == "mnist"
+    assert cv.reaper == ReapConfig(grace=5, completion="auto", on_failure="reap")
+    assert cv.setting("clusterDomain", str) == default_values()["clusterDomain"]
+    assert "reaper" not in cv.user.get("worker", {}) and "grace" not in cv.user.get("ps", {}), \
+        "the defaults stay out of what Helm gets"
+
+
+def test_a_null_removes_a_default_and_is_named():
+    cv = ClusterValues.from_release({"ps": {"image": None}})
+    assert cv.shape.ps == 1 and "image" not in cv.effective["ps"]
+    with pytest.raises(SpecError, match="worker.replicas: is missing"):
+        ClusterValues.from_release({"worker": {"replicas": None}})
+    with pytest.raises(SpecError, match="chief: must be a map"):
+        setting({"chief": True}, "chief.enabled", bool)
+
+
+def test_a_bad_reaper_section_is_refused_when_read():
+    cv = ClusterValues.from_release({"reaper": {"completion": "sometimes"}})
+    assert cv.shape.workers == 1, "the shape does not depend on the reaper's settings"
+    with pytest.raises(SpecError, match="'sometimes' is not a completion condition"):
+        cv.reaper
 
 
 @pytest.mark.parametrize("opts,field", [

@@ -1,0 +1,42 @@
+"""The reaper: parameter servers go away once training is done, and nothing is lost.
+
+TensorFlow parameter servers block in `server.join()` forever, and so do the workers of an
+in-graph cluster. The reaper watches a cluster's Jobs and, once the completion condition
+holds and the grace period passed, uninstalls the PS release `<name>-ps` (or, for a cluster
+installed as one release or by a GitOps tool without Helm, deletes the PS Deployments and
+Services directly) and suspends an in-graph worker Job so its servers stop. PVCs, finished
+Jobs (their pods' logs) and checkpoints stay. On failure the policy decides: keep the PS
+for debugging (default) or reap anyway.
+
+Three modules, as everywhere in tfhelm:
+  * `rules`: pure; Jobs + configuration + clock -> one Decision (`decide()`). When training
+    is done is tfhelm.training's rule; this adds the grace period and the failure policy.
+  * `loop`: the `Reaper`. One watch on Jobs per cluster (or per namespace, for many
+    clusters) in a background thread that resumes from the last resourceVersion, re-lists
+    on 410 Gone and backs off when the API server is away; it puts typed events on a queue.
+    The main thread keeps timers for grace periods and runs side effects in small pools:
+    deletes first, Helm after, so one cluster's `helm uninstall` never delays another
+    cluster's deletes.
+  * `client`: the side effects (`KubeReapClient`: Helm, the Kubernetes API), injectable
+    for tests.
+
+Idempotent by construction: every action tolerates "already done" (a release already gone,
+a 404, an Event that exists: Event names are deterministic), and the grace period can count
+from the Job's end as the API server recorded it, so a reaper killed at any point and
+restarted reaches the same end state, at the same time.
+"""
+
+from tfhelm.reaper.client import (Gone, KubeReapClient, ReapClient, cluster_events, forbidden,
+                                  ok_if_missing)
+from tfhelm.reaper.loop import WATCH_SECONDS, Reaper
+from tfhelm.reaper.rules import (DEFAULT_GRACE, EVENT_SOURCE, GRACE, KEEP, POLICIES, REAP,
+                                 REASON_KEPT, REASON_REAPED, REASON_REAPING, TIMESTAMP_RESOLUTION,
+                                 WAIT, Decision, ReapConfig, Result, config_from_values, decide,
+                                 event_name)
+
+__all__ = [
+    "DEFAULT_GRACE", "EVENT_SOURCE", "GRACE", "KEEP", "POLICIES", "REAP", "REASON_KEPT",
+    "REASON_REAPED", "REASON_REAPING", "TIMESTAMP_RESOLUTION", "WAIT", "WATCH_SECONDS",
+    "Decision", "Gone", "KubeReapClient", "ReapClient", "ReapConfig", "Reaper", "Result",
+    "cluster_events", "config_from_values", "decide", "event_name", "forbidden", "ok_if_missing",
+]

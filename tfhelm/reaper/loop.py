@@ -1,0 +1,383 @@
+"""The reaper's loop: a watch thread that turns the API server's Job events into typed
+events on a queue, and the main loop that keeps the Jobs, the grace timers and each
+training run's memory, and hands actions to small pools (deletes first, Helm after)."""
+
+from __future__ import annotations
+
+import queue
+import random
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Callable, Union
+
+from tfhelm import spec, training
+from tfhelm.errors import SpecError, TfhelmError, user_facing
+from tfhelm.kube import CLUSTER_LABEL
+from tfhelm.reaper.client import Gone, ReapClient, forbidden
+from tfhelm.reaper.rules import (GRACE, KEEP, REAP, REASON_KEPT, REASON_REAPED, REASON_REAPING, WAIT,
+                                 Decision, ReapConfig, Result, decide, never_finishes)
+from tfhelm.training import JobRow
+
+# Server-side watch timeout: the API server ends the watch and we resume it from the last
+# resourceVersion; the client-side read timeout above it catches half-open connections.
+WATCH_SECONDS = 240
+
+
+# ---------------------------------------------------------------- what goes on the queue
+
+@dataclass(frozen=True)
+class Listed:
+    """A fresh list of the Jobs (at start, after 410 Gone, after the API server was away)."""
+    jobs: list
+
+
+@dataclass(frozen=True)
+class JobChanged:
+    kind: str  # ADDED, MODIFIED or DELETED
+    job: object  # a V1Job
+
+
+@dataclass(frozen=True)
+class Note:
+    """A line to log as it is."""
+    line: str
+
+
+@dataclass(frozen=True)
+class WatchFailed:
+    """The watch broke (the API server away, a connection dropped); it is retried."""
+    reason: str
+
+
+@dataclass(frozen=True)
+class Fatal:
+    """Retrying cannot help (RBAC): the loop stops with this error."""
+    error: Exception
+
+
+@dataclass(frozen=True)
+class ActionDone:
+    """An action of a pool thread ended: a result (KEEP, REAP), nothing (GRACE) or an error."""
+    decision: Decision
+    result: Result | None = None
+    error: Exception | None = None
+
+
+@dataclass(frozen=True)
+class Stop:
+    pass
+
+
+Event = Union[Listed, JobChanged, Note, WatchFailed, Fatal, ActionDone, Stop]
+
+
+@dataclass
+class _Running:
+    """The reaper's memory of one training run (a decisive Job uid and its outcome)."""
+    observed: float | None = None  # when the outcome arrived while we watched
+    announced: bool = False  # the TFClusterReaping Event was emitted
+    result: Result | None = None
+
+
+class Reaper:
+    """Watch one cluster (`cluster=NAME`) or every cluster in a namespace (`cluster=None`)
+    and reap each once its training is done. `run()` returns the cluster's Result, or
+    never returns with `forever=True` (in-cluster use) until `stop()`."""
+
+    def __init__(self, client: ReapClient, namespace: str, cluster: str | None = None,
+                 config: ReapConfig = ReapConfig(), *, forever: bool = False,
+                 log_line: Callable[[str], None] = print,
+                 on_status: Callable[[str, str], None] | None = None,
+                 clock: Callable[[], float] = time.time, workers: int = 8,
+                 backoff: tuple[float, float] = (0.2, 5.0)):
+        self.client, self.namespace, self.cluster = client, namespace, cluster
+        self.config = config.validate()
+        self.forever = forever or cluster is None
+        self.log_line, self.on_status, self.clock = log_line, on_status, clock
+        self.backoff = backoff
+        self.selector = f"{CLUSTER_LABEL}={cluster}" if cluster else CLUSTER_LABEL
+        self._jobs: dict[str, JobRow] = {}  # by uid
+        self._runs: dict[tuple, _Running] = {}
+        self._busy: set[str] = set()  # clusters with an action in flight
+        self._retry_at: dict[str, float] = {}  # clusters whose last action failed
+        self._synced = False
+        self._seen_target = False
+        self._events: queue.Queue[Event] = queue.Queue()
+        self._stop = threading.Event()
+        # API calls (deletes, Events) and Helm (a process per uninstall) in pools of their
+        # own, so no cluster's deletes ever wait behind another cluster's Helm.
+        self._pool = ThreadPoolExecutor(max(1, workers), thread_name_prefix="tfhelm-reap")
+        self._helm_pool = ThreadPoolExecutor(max(1, workers // 2), thread_name_prefix="tfhelm-helm")
+        self._last_status: dict[str, str] = {}
+        self._watch_errors = 0
+
+    # -- public
+
+    def run(self) -> Result | None:
+        watcher = threading.Thread(target=self._watch_loop, name="tfhelm-reaper-watch", daemon=True)
+        watcher.start()
+        try:
+            return self._main_loop()
+        finally:
+            self._stop.set()
+            self.client.stop_watch()
+            self._pool.shutdown(wait=True)
+            self._helm_pool.shutdown(wait=True)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._events.put(Stop())
+
+    # -- the watch (background thread)
+
+    def _watch_loop(self) -> None:
+        rv, delay = None, self.backoff[0]
+        while not self._stop.is_set():
+            try:
+                if rv is None:
+                    jobs, rv = self.client.list_jobs(self.namespace, self.selector)
+                    self._events.put(Listed(jobs))
+                started, got = time.monotonic(), False
+                for kind, job, new_rv in self.client.watch_jobs(self.namespace, self.selector, rv,
+                                                                WATCH_SECONDS):
+                    if self._stop.is_set():
+                        return
+                    rv, got, delay = new_rv or rv, True, self.backoff[0]
+                    if job is not None and kind in ("ADDED", "MODIFIED", "DELETED"):
+                        self._events.put(JobChanged(kind, job))
+                if not got and time.monotonic() - started < 1:
+                    raise ConnectionError("watch ended at once")  # don't spin: back off
+            except Gone:
+                self._events.put(Note(f"{self.namespace}: watch expired (410 Gone); listing Jobs again"))
+                rv = None
+            except Exception as e:  # the API server went away, a connection dropped...
+                if self._stop.is_set():
+                    return
+                if forbidden(e):  # retrying cannot help: stop with the reason
+                    self._events.put(Fatal(user_facing(e)))
+                    return
+                self._events.put(WatchFailed(f"{type(e).__name__}: {e}".splitlines()[0][:200]))
+                self._stop.wait(delay * random.uniform(0.8, 1.2))
+                delay = min(delay * 2, self.backoff[1])
+                rv = None  # list again: the state is fresh and the connection proven
+
+    # -- the decisions (main thread)
+
+    def _main_loop(self) -> Result | None:
+        while True:
+            try:
+                event = self._events.get(timeout=self._next_timer())
+            except queue.Empty:
+                event = None  # a timer is due
+            if isinstance(event, Stop):
+                return None
+            self._handle(event)
+            if not self._synced:
+                continue
+            if not self.forever:
+                done = self._target_result()
+                if done is not None:
+                    return done
+                self._check_target()
+            self._evaluate()
+
+    def _handle(self, event: Event | None) -> None:
+        match event:
+            case Fatal(error):
+                raise error
+            case Listed(jobs):
+                self._sync(jobs)
+                if self._watch_errors:
+                    self._say(f"{self.namespace}: watching again")
+                    self._watch_errors = 0
+            case JobChanged(kind, job):
+                self._apply(kind, job)
+            case Note(line):
+                self._say(line)
+            case WatchFailed(reason):
+                self._watch_errors += 1
+                n = self._watch_errors
+                if n in (1, 10) or n % 100 == 0:  # a line, not a flood
+                    self._say(f"{self.namespace}: API server unreachable, retrying ({reason})")
+            case ActionDone(decision, result, error):
+                self._finished(decision, result, error)
+
+    def _sync(self, jobs: list) -> None:
+        rows = [training.job_row(j) for j in jobs]
+        self._jobs = {r.uid: r for r in rows}
+        for r in rows:
+            self._note(r)
+        if not self._synced:
+            self._synced = True
+            self._first_look()
+
+    def _first_look(self) -> None:
+        """Say at once what can never work, instead of waiting forever."""
+        for cluster, jobs in sorted(self._clusters().items()):
+            if never_finishes(jobs, self.config):
+                self._say(f"{self.namespace}/{cluster}: warning: the workers only run TF servers "
+                          f"(in-graph) and never finish; completion '{self.config.completion}' "
+                          "will not hold (use auto or chief)")
+            d = decide(cluster, jobs, self.config, self.clock())
+            if d.job is None and not self.forever:
+                raise SpecError("--completion", f"{self.namespace}/{cluster}: {d.message}",
+                                "use auto, or add a chief (--chief)")
+
+    def _check_target(self) -> None:
+        if self._busy:
+            return
+        if not self._seen_target:
+            raise SpecError("NAME", f"no TF cluster '{self.cluster}' in namespace {self.namespace} "
+                            f"(no Jobs labelled {self.selector})", "see `helm list -n NAMESPACE`")
+        if not any(j.cluster == self.cluster for j in self._jobs.values()):
+            raise TfhelmError(f"the Jobs of {self.namespace}/{self.cluster} were deleted "
+                              "before training finished")
+
+    def _apply(self, kind: str, job) -> None:
+        row = training.job_row(job)
+        if kind == "DELETED":
+            self._jobs.pop(row.uid, None)
+        else:
+            self._jobs[row.uid] = row
+            self._note(row)
+
+    def _note(self, row: JobRow) -> None:
+        if row.cluster == self.cluster:
+            self._seen_target = True
+
+    def _target_result(self) -> Result | None:
+        for (cluster, _, _), run in self._runs.items():
+            if cluster == self.cluster and run.result is not None:
+                return run.result
+        return None
+
+    def _clusters(self) -> dict[str, list[JobRow]]:
+        out: dict[str, list[JobRow]] = {}
+        for j in self._jobs.values():
+            if j.cluster and (self.cluster is None or j.cluster == self.cluster):
+                out.setdefault(j.cluster, []).append(j)
+        return out
+
+    def _evaluate(self) -> None:
+        now = self.clock()
+        for cluster, jobs in sorted(self._clusters().items()):
+            if cluster in self._busy or self._retry_at.get(cluster, 0) > now:
+                continue
+            d = self._decide(cluster, jobs, now)
+            if d.action == WAIT:
+                self._status(cluster, d.message)
+                continue
+            run = self._runs.setdefault(d.key, _Running())
+            if run.result is not None:
+                continue  # this training run was dealt with
+            if d.action == GRACE and run.announced:
+                self._status(cluster, d.message)
+                continue
+            self._busy.add(cluster)
+            self._retry_at.pop(cluster, None)
+            self._say(f"{self.namespace}/{cluster}: {d.message}")
+            self._pool.submit(self._act, d)
+
+    def _decide(self, cluster: str, jobs: list[JobRow], now: float) -> Decision:
+        d = decide(cluster, jobs, self.config, now)
+        if d.job is None or d.outcome is None:
+            return d
+        run = self._runs.setdefault(d.key, _Running())
+        if run.observed is None:
+            run.observed = now
+        return decide(cluster, jobs, self.config, now, run.observed)
+
+    def _next_timer(self) -> float | None:
+        if not self._synced:
+            return None
+        now = self.clock()
+        times = [t for c, t in self._retry_at.items() if c not in self._busy]
+        for cluster, jobs in self._clusters().items():
+            if cluster not in self._busy:
+                d = self._decide(cluster, jobs, now)
+                if d.action == GRACE:
+                    times.append(d.due)
+        return max(0.0, min(times) - now) + 0.01 if times else None
+
+    # -- actions (pool threads); each ends in one ActionDone on the queue
+
+    def _act(self, d: Decision) -> None:
+        try:
+            if d.action == GRACE:
+                self.client.emit(self.namespace, d.job, REASON_REAPING, d.message, False)
+                self._events.put(ActionDone(d))
+            elif d.action == KEEP:
+                self.client.emit(self.namespace, d.job, REASON_KEPT, d.message, True)
+                self._events.put(ActionDone(d, Result(d.cluster, KEEP, d.outcome, d.message)))
+            else:
+                removed = self._stop_ps(d)
+                try:
+                    self._helm_pool.submit(self._finish_reap, d, removed)
+                except RuntimeError:  # the pool is shutting down: finish here
+                    self._finish_reap(d, removed)
+        except Exception as e:  # noqa: BLE001 - reported and retried by the main loop
+            self._events.put(ActionDone(d, error=e))
+
+    def _stop_ps(self, d: Decision) -> list[str]:
+        """The PS objects, directly: a few API calls, so the PS stop at once however long
+        Helm takes. All there is to do for a cluster installed as one release or by a GitOps
+        tool without Helm (the release keeps listing them; see docs/reaper.md)."""
+        ns, removed = self.namespace, []
+        gone = self.client.delete_ps(ns, d.cluster)
+        if gone:
+            removed.append(f"deleted {', '.join(gone)}")
+        if d.stop_workers and self.client.suspend_job(ns, d.stop_workers):
+            removed.append(f"suspended Job {d.stop_workers} (in-graph worker servers stop; "
+                           "the Job stays)")
+        return removed
+
+    def _finish_reap(self, d: Decision, removed: list[str]) -> None:
+        """The PS release's record (its Secrets and ConfigMap), then the Event."""
+        try:
+            ns, release = self.namespace, spec.ps_release(d.cluster)
+            if not self.config.delete_directly and self.client.uninstall(release, ns):
+                removed.insert(len([r for r in removed if r.startswith("deleted ")]),
+                               f"uninstalled release {ns}/{release}")
+            did = "; ".join(removed) or "parameter servers already gone"
+            message = f"{d.message}: {did}"
+            self.client.emit(ns, d.job, REASON_REAPED, message, d.outcome != "Complete")
+            self._events.put(ActionDone(d, Result(d.cluster, REAP, d.outcome, message, removed)))
+        except Exception as e:  # noqa: BLE001 - reported and retried by the main loop
+            self._events.put(ActionDone(d, error=e))
+
+    def _finished(self, d: Decision, result: Result | None, error: Exception | None) -> None:
+        self._busy.discard(d.cluster)
+        run = self._runs.setdefault(d.key, _Running())
+        if error is not None and forbidden(error):
+            raise user_facing(error) or error
+        if error is not None:
+            wait = self.backoff[1]
+            self._retry_at[d.cluster] = self.clock() + wait
+            self._say(f"{self.namespace}/{d.cluster}: {d.action} failed, retrying in {wait:g}s: "
+                      f"{type(error).__name__}: {error}".splitlines()[0])
+            return
+        self._retry_at.pop(d.cluster, None)
+        if d.action == GRACE:
+            run.announced = True
+            return
+        run.result = result
+        verb = "reaped" if result.action == REAP else "kept"
+        what = (("; ".join(result.removed) or "nothing left to remove") if result.action == REAP
+                else "parameter servers left running")
+        self._say(f"{self.namespace}/{d.cluster}: {verb}: {what}")
+
+    # -- output
+
+    def _say(self, line: str) -> None:
+        self.log_line(line)
+
+    def _status(self, cluster: str, text: str) -> None:
+        if self._last_status.get(cluster) == text:
+            return
+        if self.on_status:
+            self.on_status(cluster, text)
+        elif cluster not in self._last_status:  # no spinner: one line, not one per task
+            self._say(f"{self.namespace}/{cluster}: {text}")
+        self._last_status[cluster] = text

@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from decimal import Decimal
 from pathlib import PurePosixPath
 from urllib.parse import quote, urlparse
+
+from kubernetes.utils import parse_quantity
 
 from tfhelm import spec
 from tfhelm.chart import default_values
@@ -131,23 +134,13 @@ def _quota(resource: str, value: str) -> str:
     own = workspace_requests(resource)
     if parse_quantity(value) < own:
         # Below this the workspace's own pods are refused and the install times out.
-        shown = f"{own:g}" if resource == "cpu" else f"{own / 2**20:g}Mi"
+        shown = f"{float(own):g}" if resource == "cpu" else f"{float(own) / 2**20:g}Mi"
         raise SpecError(flag, f"{value} is less than the workspace itself requests ({shown})",
                         "leave room for the notebook, TensorBoard, the file server and TF clusters")
     return value
 
 
-_SUFFIX = {"m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18,
-           "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
-
-
-def parse_quantity(text: str | int) -> float:
-    """`500m` -> 0.5, `2Gi` -> 2147483648 (the forms the schema accepts)."""
-    number, suffix = re.fullmatch(r"([0-9.]+)([A-Za-z]*)", str(text)).groups()
-    return float(number) * _SUFFIX.get(suffix, 1)
-
-
-def workspace_requests(resource: str) -> float:
+def workspace_requests(resource: str) -> Decimal:
     """What the chart's notebook, TensorBoard and file server request together."""
     v = default_values(CHART)
     return sum(parse_quantity(v[c]["resources"]["requests"][resource])

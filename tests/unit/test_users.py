@@ -1,5 +1,6 @@
 import asyncio
 import base64
+from decimal import Decimal
 from types import SimpleNamespace
 
 import pytest
@@ -57,10 +58,13 @@ def test_bad_options_name_the_field(opts, field):
     assert exc.value.field == field
 
 
-def test_quantities():
-    assert users.parse_quantity("650m") == pytest.approx(0.65)
-    assert users.parse_quantity("2Gi") == 2 * 2**30 and users.parse_quantity(8) == 8
-    assert users.workspace_requests("cpu") == pytest.approx(0.35)
+def test_the_workspace_requests_are_summed_from_the_chart():
+    assert users.workspace_requests("cpu") == Decimal("0.35")
+    assert users.workspace_requests("memory") == (1024 + 512 + 64) * 2**20
+    with pytest.raises(SpecError, match=r"300m is less than the workspace itself requests \(0.35\)"):
+        compute_user_values(UserOptions("a", quota_cpu="300m"))
+    with pytest.raises(SpecError, match=r"requests \(1600Mi\)"):
+        compute_user_values(UserOptions("a", quota_memory="1Gi"))
 
 
 def test_cluster_values_wire_the_users_volumes():

@@ -7,6 +7,9 @@ SHELL := bash
 include mk/versions.mk
 
 BIN    := $(CURDIR)/bin
+# The per-user build cache (Go binaries per version, images): hack/cache-dir.sh says where
+# (`make TFHELM_CACHE_DIR=...` passed on, as $(shell) does not see command-line variables).
+TFHELM_CACHE := $(shell TFHELM_CACHE_DIR='$(TFHELM_CACHE_DIR)' hack/cache-dir.sh)
 VENV   := $(CURDIR)/.venv
 PY     := $(VENV)/bin/python
 PYTEST := $(PY) -m pytest

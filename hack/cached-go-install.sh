@@ -7,7 +7,7 @@
 set -euo pipefail
 names=$1 version=$2 dest=$3; shift 4
 IFS=, read -r -a names <<<"$names"
-cache="${TFHELM_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/tfhelm}/bin/$version"
+cache="$("$(dirname "$0")/cache-dir.sh")/bin/$version"
 mkdir -p "$cache" "$dest"
 missing=0
 for n in "${names[@]}"; do [[ -x "$cache/$n" ]] || missing=1; done

@@ -7,7 +7,6 @@
 
 NODE_BINS      := containerd containerd-shim-runc-v2 ctr coredns kube-router
 NODE_APT       := runc containernetworking-plugins iptables ipset conntrack bindfs debootstrap gcc libc6-dev
-TFHELM_CACHE   := $(or $(TFHELM_CACHE_DIR),$(or $(XDG_CACHE_HOME),$(HOME)/.cache)/tfhelm)
 IMAGES         := $(TFHELM_CACHE)/images/images.tar
 NOTEBOOK_VERSION    := 7.6.5
 TENSORBOARD_VERSION := 2.21.0

@@ -54,7 +54,7 @@ $(KWOK_STAGES): mk/versions.mk $(TESTENV)/stages/kustomization.yaml | $(BIN)/kub
 	cp -r "$$src/kustomize/stage" "$$tmp/upstream"; chmod -R u+w "$$tmp"; \
 	cp $(TESTENV)/stages/kustomization.yaml "$$tmp/"; \
 	$(BIN)/kubectl kustomize "$$tmp" >"$$tmp/stages.yaml"; \
-	cache="$${TFHELM_CACHE_DIR:-$${XDG_CACHE_HOME:-$$HOME/.cache}/tfhelm}/bin/$(KWOK_VERSION)"; \
+	cache="$(TFHELM_CACHE)/bin/$(KWOK_VERSION)"; \
 	mkdir -p "$$cache"; cp "$$tmp/stages.yaml" "$$cache/kwok-stages.yaml"; mv "$$tmp/stages.yaml" $@
 
 cluster: testenv node images $(VENV)/.installed ## Start the local cluster (a real node, kwok nodes); prints `export KUBECONFIG=...`

@@ -8,7 +8,8 @@ binary is one that `make testenv` built; nothing is downloaded.
     python -m tfhelm.localcluster up [--nodes N] | down | status
 
 Where things live:
-  * binaries: $TFHELM_BIN_DIR, else <repo>/bin, else ~/.cache/tfhelm/bin/<version>/
+  * binaries: $TFHELM_BIN_DIR, else <repo>/bin, else the build cache's bin/<version>/
+              (where hack/cache-dir.sh says: ~/.cache/tfhelm unless told otherwise)
   * state:    $TFHELM_LOCAL_DIR (default <repo>/.tfhelm/local): `kubeconfig`, the
               kwokctl config, and kwokctl's work dir `kwok/` (etcd data, pki, logs).
 """
@@ -97,9 +98,13 @@ def _pinned_versions() -> list[str]:
 
 
 def cache_dir() -> Path:
-    """The per-user build cache shared by every clone (hack/cached-go-install.sh)."""
-    return Path(os.environ.get("TFHELM_CACHE_DIR")
-                or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "tfhelm")
+    """The per-user build cache shared by every clone, where hack/cache-dir.sh (the rule's
+    one home, read by the Makefile and hack/ too) says it is."""
+    script = REPO_ROOT / "hack" / "cache-dir.sh"
+    if not script.is_file():
+        raise LocalClusterError(f"no {script}: the local cluster runs from a source checkout")
+    return Path(subprocess.run(["sh", str(script)], capture_output=True, text=True,
+                               check=True).stdout.strip())
 
 
 def images_archive() -> Path:

@@ -9,6 +9,7 @@ from datetime import datetime, timezone
 from tfhelm import training
 from tfhelm.errors import SpecError
 from tfhelm.training import COMPLETIONS, JobRow
+from tfhelm.values import ClusterValues
 
 POLICIES = ("keep", "reap")
 DEFAULT_GRACE = 30
@@ -51,8 +52,6 @@ class ReapConfig:
 
 def config_from_values(values: dict) -> ReapConfig:
     """The `reaper:` section of a cluster's chart values (defaults from the chart)."""
-    from tfhelm.values import ClusterValues  # values builds ReapConfigs: imported late, one way
-
     return ClusterValues.from_release(values).reaper
 
 

@@ -10,7 +10,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Callable, Union
+from typing import Callable
 
 from tfhelm import spec, training
 from tfhelm.errors import SpecError, TfhelmError, user_facing
@@ -70,7 +70,7 @@ class Stop:
     pass
 
 
-Event = Union[Listed, JobChanged, Note, WatchFailed, Fatal, ActionDone, Stop]
+Event = Listed | JobChanged | Note | WatchFailed | Fatal | ActionDone | Stop
 
 
 @dataclass

@@ -53,7 +53,7 @@ def compute_values(opts: ClusterOptions) -> dict:
     values["clusterName"] = opts.name
     values.pop("components", None)
     shape_of(values).validate()
-    spec.validate_name(opts.name)
+    spec.validate_name(opts.name, shape=shape_of(values))
     return values
 
 

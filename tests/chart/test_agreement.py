@@ -10,7 +10,7 @@ from tfhelm import manifests, spec
 from tfhelm.chart import default_values
 from tfhelm.cli import app
 from tfhelm.errors import RenderError
-from tfhelm.manifests import task_tf_configs
+from tests.helpers.pods import task_tf_configs
 
 from .conftest import render
 

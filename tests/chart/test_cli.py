@@ -8,7 +8,7 @@ from typer.testing import CliRunner
 
 from tfhelm import manifests
 from tfhelm.cli import app
-from tfhelm.manifests import task_tf_configs
+from tests.helpers.pods import task_tf_configs
 
 runner = CliRunner()
 

@@ -6,7 +6,8 @@ import json
 import pytest
 
 from tfhelm.errors import RenderError
-from tfhelm.manifests import by_kind, cluster_config, job_names, task_tf_configs
+from tfhelm.manifests import by_kind, cluster_config, job_names
+from tests.helpers.pods import task_tf_configs
 
 from .conftest import helm, kinds, pod_specs, render
 

@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from tfhelm.cli import app
 from tfhelm.helm import helm_executable
-from tfhelm.manifests import COMPLETION_INDEX_FIELD, expand_env
+from tests.helpers.pods import COMPLETION_INDEX_FIELD, expand_env
 from tfhelm.chart import chart_path
 
 from .conftest import job_of, wait_for

@@ -166,9 +166,9 @@ def validate_name(name: str, field: str = "--name", shape: Shape | None = None) 
 
 
 def max_name(shape: Shape) -> int:
-    """The longest cluster name whose hostnames all fit a DNS label for this shape."""
-    return min(HELM_RELEASE_MAX - len(PS_RELEASE_SUFFIX),
-               DNS_LABEL_MAX - len(longest_hostname("", shape)))
+    """The longest cluster name for this shape: MAX_NAME (as every command that takes a
+    name allows), or less when the shape's longest hostname needs it."""
+    return min(MAX_NAME, DNS_LABEL_MAX - len(longest_hostname("", shape)))
 
 
 def validate_namespace(namespace: str, field: str = "--namespace") -> str:

@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 from tfhelm import manifests, spec
 from tfhelm.chart import default_values
 from tfhelm.cli import app
-from tfhelm.errors import RenderError
+from tfhelm.errors import RenderError, SpecError
 from tests.helpers.pods import task_tf_configs
 
 from .conftest import render
@@ -67,3 +67,16 @@ def test_the_schema_takes_the_names_the_cli_takes():
     for key in ("clusterName", "fullnameOverride"):
         with pytest.raises(RenderError, match=key):
             render({key: "c" * (spec.MAX_NAME + 1)})
+
+
+@pytest.mark.parametrize("workers,longest_name", [(10_000, 44), (100_000, 43)])
+def test_name_limit_follows_the_worker_count(workers, longest_name):
+    """44-character names keep working below 10,001 workers; 100,000 take one more digit."""
+    values = {"worker": {"replicas": workers}}
+    render({**values, "clusterName": "c" * longest_name})
+    if longest_name < spec.MAX_NAME:
+        with pytest.raises(RenderError, match=rf"shorten clusterName to at most {longest_name} characters for {workers} worker"):
+            render({**values, "clusterName": "c" * (longest_name + 1)})
+    with pytest.raises(SpecError, match=f"use at most {longest_name} characters"):
+        spec.validate_name("c" * (longest_name + 1), shape=spec.Shape(workers))
+

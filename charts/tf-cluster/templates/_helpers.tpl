@@ -89,7 +89,7 @@ NOTES.txt, so `helm install` and `helm template` (Argo CD) both fail with the me
 {{- $base := ternary (printf "%s-ps" $name) (include "tf-cluster.jobName" (dict "root" $ "role" $role "generation" $generation)) (eq $role "ps") }}
 {{- $longest := printf "%s-%d" $base (sub $n 1) }}
 {{- if and $n (gt (len $longest) 63) }}
-{{- fail (printf "cluster name %q is too long: the %s hostname %q exceeds 63 characters (shorten clusterName)" $name $role $longest) }}
+{{- fail (printf "cluster name %q is too long: the %s hostname %q exceeds 63 characters (shorten clusterName to at most %d characters for %d %s task(s))" $name $role $longest (sub 63 (sub (len $longest) (len $name))) $n $role) }}
 {{- end }}
 {{- end }}
 {{- end }}

@@ -227,7 +227,7 @@ def run_script(path: str, args: list[str]) -> int:
     return 0
 
 
-def exec_command(argv: list[str], environ=None) -> None:
+def exec_command(argv: list[str], label: str, environ=None) -> None:
     """Replace this process by the user's own command, TF_CONFIG in its environment."""
     env = os.environ if environ is None else environ
     size = len("TF_CONFIG=") + len(env["TF_CONFIG"].encode()) + 1
@@ -237,6 +237,7 @@ def exec_command(argv: list[str], environ=None) -> None:
             f"environment string, so {argv[0]!r} cannot get it: leave the role's `command` "
             "unset (the launcher's script mode runs your script in-process, where any size "
             "works), use fewer tasks, or have your command read TFHELM_CLUSTER_SPEC_FILE")
+    log(f"{label} running {' '.join(argv)}")
     try:
         os.execvpe(argv[0], argv, env)
     except OSError as e:
@@ -303,8 +304,7 @@ def main(argv: list[str] | None = None) -> int:
             return serve(config)
         if mode == "exec":
             command = rest[1:] if rest[0] == "--" else rest
-            log(f"{task_label(config)} running {' '.join(command)}")
-            exec_command(command)
+            exec_command(command, task_label(config))
         log(f"{task_label(config)} running {rest[0]}"
             + (f" with {' '.join(rest[1:])}" if rest[1:] else ""))
         return run_script(rest[0], rest[1:])

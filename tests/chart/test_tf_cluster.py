@@ -325,3 +325,12 @@ def test_release_names_too_long_for_hostnames_fail():
     name = "a" * 53
     with pytest.raises(RenderError, match="exceeds 63 characters"):
         render({"worker": {"replicas": 1000}}, release=name)
+
+
+def test_inline_code_too_large_for_its_configmap_fails_before_install():
+    """Checked by the chart too (plain Helm, GitOps), not only by `tfhelm up --script`."""
+    big = {"code": {"source": "inline", "script": "t.py", "inline": "#" * 500_000,
+                    "extraFiles": {"m.py": "#" * 300_000}}}
+    with pytest.raises(RenderError, match="code.inline and code.extraFiles hold 800000 bytes, over the 786432"):
+        render(big)
+    render({"code": {**big["code"], "extraFiles": {}}})

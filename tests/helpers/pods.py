@@ -45,6 +45,23 @@ def pod_envs(obj: dict) -> Iterable[dict[str, str]]:
         yield expand_env(container.get("env", []), {COMPLETION_INDEX_FIELD: str(i)})
 
 
+def compose_tf_config(env: dict[str, str], mount: Path) -> dict:
+    """TF_CONFIG as the real launcher composes it in a pod with this environment and its
+    config ConfigMap at `mount` (instead of /etc/tfhelm)."""
+    spec_file = env.get("TFHELM_CLUSTER_SPEC_FILE", "")
+    if spec_file.startswith(CONFIG_MOUNT + "/"):
+        env = {**env, "TFHELM_CLUSTER_SPEC_FILE": str(mount / spec_file[len(CONFIG_MOUNT) + 1:])}
+    return launcher.resolve_tf_config(dict(env))
+
+
+def mount_config(data: dict[str, str], directory: Path) -> Path:
+    """Write a ConfigMap's keys as files, as its volume would hold them."""
+    directory.mkdir(parents=True, exist_ok=True)
+    for key, text in data.items():
+        (directory / key).write_text(text)
+    return directory
+
+
 def task_tf_configs(manifests: list[dict]) -> dict[tuple[str, int], dict]:
     """Every task's TF_CONFIG, as its pod gets it: the real launcher composes it from the
     pod's environment and its mounted config ConfigMap (written to a directory here)."""
@@ -54,21 +71,18 @@ def task_tf_configs(manifests: list[dict]) -> dict[tuple[str, int], dict]:
         for obj in manifests:
             if obj.get("kind") not in ("Job", "Deployment"):
                 continue
-            pod = obj["spec"]["template"]["spec"]
-            mount = Path(tmp, _config_volume(pod))
+            name = config_volume(obj["spec"]["template"]["spec"])
+            mount = Path(tmp, name)
             if not mount.exists():
-                mount.mkdir()
-                for key, text in configmaps[_config_volume(pod)].items():
-                    (mount / key).write_text(text)
+                mount_config(configmaps[name], mount)
             for env in pod_envs(obj):
-                env = {k: v.replace(CONFIG_MOUNT, str(mount), 1) if k == "TFHELM_CLUSTER_SPEC_FILE" else v
-                       for k, v in env.items()}
-                config = launcher.resolve_tf_config(env)
+                config = compose_tf_config(env, mount)
                 result[(config["task"]["type"], config["task"]["index"])] = config
     return result
 
 
-def _config_volume(pod: dict) -> str:
+def config_volume(pod: dict) -> str:
+    """The config ConfigMap a pod spec mounts at /etc/tfhelm."""
     return next(v["configMap"]["name"] for v in pod["volumes"] if v["name"] == "tfhelm-config")
 
 

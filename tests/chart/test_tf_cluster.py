@@ -10,7 +10,7 @@ import yaml
 from tfhelm.errors import RenderError
 from tfhelm.manifests import by_kind, cluster_config, job_names
 from tests.helpers.pods import task_tf_configs
-from tests.helpers.release_size import stored_release
+from tests.helpers.release_size import chart_files, stored_release
 
 from .conftest import helm, kinds, pod_specs, render
 
@@ -334,3 +334,16 @@ def test_inline_code_too_large_for_its_configmap_fails_before_install():
     with pytest.raises(RenderError, match="code.inline and code.extraFiles hold 800000 bytes, over the 786432"):
         render(big)
     render({"code": {**big["code"], "extraFiles": {}}})
+
+
+def test_the_release_size_model_keeps_the_files_helm_packages(tf_chart, tmp_path):
+    """stored_release counts the chart files Helm keeps: the same set `helm package` does."""
+    import tarfile
+
+    result = helm("package", tf_chart, "-d", str(tmp_path))
+    assert result.returncode == 0, result.stderr
+    (archive,) = tmp_path.glob("*.tgz")
+    with tarfile.open(archive) as tar:
+        packaged = {n.split("/", 1)[1] for n in tar.getnames()}
+    assert packaged == set(chart_files(Path(tf_chart)))
+    assert "VALUES.md" not in packaged and "README.md" in packaged

@@ -25,7 +25,7 @@ def helmignored(chart: Path) -> list[str]:
 
 def chart_files(chart: Path) -> dict[str, bytes]:
     """The files Helm loads from a chart directory (what `helm package` keeps)."""
-    patterns = helmignored(chart) + [".helmignore"]
+    patterns = helmignored(chart)  # .helmignore itself is kept, as `helm package` does
     out = {}
     for p in sorted(x for x in chart.rglob("*") if x.is_file()):
         rel = p.relative_to(chart).as_posix()

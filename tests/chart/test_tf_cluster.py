@@ -288,7 +288,9 @@ def test_stored_release_is_small_at_100000_workers(tf_chart):
     assert result.returncode == 0, result.stderr
     docs = [d for d in result.stdout.split("\n---\n") if d.strip()]
     assert max(map(len, docs)) < 256 * 1024
-    assert stored_release(Path(tf_chart), result.stdout, values, "mnist", "team-a") < 64 * 1024
+    # The model leaves out what Helm adds around it (notes, hook records, timestamps): a real
+    # install stored ~2.4 KB more (61,056 vs 58,664 bytes; tests/cluster measures it).
+    assert stored_release(Path(tf_chart), result.stdout, values, "mnist", "team-a") < 60 * 1024
 
 
 @pytest.mark.parametrize("values,message", [

@@ -3,9 +3,11 @@ controller, the scheduler and kwok's pod lifecycle, installed by tfhelm and by p
 
 from __future__ import annotations
 
+import base64
 import json
 import subprocess
 
+from kubernetes import client
 from typer.testing import CliRunner
 
 from tfhelm.cli import app
@@ -125,3 +127,22 @@ def test_a_rejected_object_leaves_no_release_behind(namespace):
     assert "Job " in result.stderr and "bad-worker-" in result.stderr and "invalid" in result.stderr.lower()
     assert len(result.stderr.strip().splitlines()[-1:]) == 1 and "Traceback" not in result.output
     assert releases(namespace) == []  # refused by the server-side dry run: no release was made
+
+
+def test_a_release_of_100000_workers_is_stored_small(namespace, core):
+    """The stored release (Helm's Secret: gzip + base64 of the release and its chart) is
+    under 64 KiB at 100,000 workers, and as large as at 8. A quota of zero pods keeps the
+    Job controller from making 100,000 pods here: the release is what is measured."""
+    core.create_namespaced_resource_quota(namespace, client.V1ResourceQuota(
+        metadata=client.V1ObjectMeta(name="no-pods"), spec=client.V1ResourceQuotaSpec(hard={"pods": "0"})))
+    sizes = {}
+    for workers in (8, 100_000):
+        release = f"w{workers}"
+        result = helm("install", release, str(chart_path()), "-n", namespace, "-f", "-",
+                      stdin=json.dumps({"worker": {"replicas": workers}}))
+        assert result.returncode == 0, result.stderr
+        secret = core.read_namespaced_secret(f"sh.helm.release.v1.{release}.v1", namespace)
+        sizes[workers] = len(base64.b64decode(secret.data["release"]))
+        assert helm("uninstall", release, "-n", namespace).returncode == 0
+    assert sizes[100_000] < 64 * 1024, sizes
+    assert abs(sizes[100_000] - sizes[8]) < 64, sizes  # the count's digits and compression noise

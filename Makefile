@@ -41,6 +41,7 @@ $(BIN)/helm-docs: mk/versions.mk
 
 docs: helm-docs ## Regenerate the charts' READMEs from their values.yaml comments
 	$(BIN)/helm-docs --chart-search-root charts --template-files README.md.gotmpl
+	$(BIN)/helm-docs --chart-search-root charts/tf-cluster --template-files VALUES.md.gotmpl --output-file VALUES.md
 
 test-unit: install ## Pure Python tests
 	$(PYTEST) tests/unit

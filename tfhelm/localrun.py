@@ -122,33 +122,6 @@ def plan(shape: spec.Shape, name: str = "local", in_graph: bool = False,
     return [LocalTask(t, i, task_mode(t, in_graph), local[(t, i)]) for t, i in spec.tasks(shape)]
 
 
-def plan_from_manifests(manifests: list[dict], ports: Iterable[int] | None = None
-                        ) -> tuple[list[LocalTask], list[str]]:
-    """The tasks exactly as a rendered chart defines them: each pod's TF_CONFIG (hosts
-    mapped to loopback) and the launcher mode of its container. Also returns the script
-    arguments the chart passes (the script path itself is the pod's, not ours)."""
-    from tfhelm import manifests as mf
-
-    configs = mf.task_tf_configs(manifests)
-    modes: dict[str, str] = {}
-    script_args: list[str] = []
-    for obj in manifests:
-        if obj.get("kind") not in ("Job", "Deployment"):
-            continue
-        container = obj["spec"]["template"]["spec"]["containers"][0]
-        env = {e["name"]: e.get("value") for e in container.get("env", [])}
-        args = list(container.get("args") or [])
-        if not args or args[0] not in (SERVER, SCRIPT):
-            raise LocalRunError(f"{obj['metadata']['name']} does not run the tfhelm launcher")
-        modes[env["TFHELM_TASK_TYPE"]] = args[0]
-        if args[0] == SCRIPT:
-            script_args = args[2:]
-    local = localize_tf_configs(configs, ports)
-    order = {role: i for i, role in enumerate(spec.ROLES)}
-    keys = sorted(configs, key=lambda k: (order[k[0]], k[1]))
-    return [LocalTask(t, i, modes[t], local[(t, i)]) for t, i in keys], script_args
-
-
 def done_condition(tasks: Iterable[LocalTask]) -> list[str]:
     """The tasks whose exit means training is over (the reaper's rule)."""
     tasks = list(tasks)
@@ -176,7 +149,7 @@ class RunDirs:
 
     @property
     def cluster_file(self) -> Path:
-        return self.root / "cluster.json"
+        return self.root / "cluster-spec.json"
 
     def make(self) -> "RunDirs":
         for d in (self.data, self.log, self.checkpoints):

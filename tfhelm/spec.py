@@ -1,15 +1,17 @@
 """The TensorFlow cluster spec: names, hosts and TF_CONFIG, without any I/O.
 
 This module mirrors the chart's `templates/_helpers-names.tpl`; tests render the
-chart for many shapes and compare every pod's TF_CONFIG with what is computed here.
+chart for many shapes and compare every pod's TF_CONFIG with what is computed here. The
+expansion of a cluster spec (per role a host pattern and a count) into TF_CONFIG's host lists
+is the launcher's (tfhelm/launcher.py, which every task runs): one function, used by both.
 """
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 
+from tfhelm import launcher
 from tfhelm.errors import SpecError
 
 # Task types, in the order TensorFlow documents them.
@@ -21,15 +23,17 @@ CLUSTER_ROLES = ("chief", "worker", "ps")
 JOB_ROLES = ("chief", "worker", "evaluator")
 
 DEFAULT_PORT = 2222
-MAX_WORKERS = 10_000
+MAX_WORKERS = 100_000  # the Indexed Job limit on completions
 MAX_PS = 100  # one Deployment + Service each: keep the release small
 HELM_RELEASE_MAX = 53
 DNS_LABEL_MAX = 63
 PS_RELEASE_SUFFIX = "-ps"
 # The chart's `tf-cluster.generation`: hex characters of a hash of the values, in Job names.
 GENERATION_LEN = 6
-# The longest suffix a hostname gets: `-worker-<generation>-9999` (as long as `-evaluator-<generation>-0`).
-_LONGEST_SUFFIX = f"-worker-{'0' * GENERATION_LEN}-{MAX_WORKERS - 1}"
+# The longest suffix a hostname gets below 10,000 workers: `-worker-<generation>-9999` (as
+# long as `-evaluator-<generation>-0`). Names this long fit such clusters; larger ones need
+# a character less per digit of the last worker index (see max_name).
+_LONGEST_SUFFIX = f"-worker-{'0' * GENERATION_LEN}-9999"
 MAX_NAME = min(HELM_RELEASE_MAX - len(PS_RELEASE_SUFFIX), DNS_LABEL_MAX - len(_LONGEST_SUFFIX))
 DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -78,7 +82,7 @@ def ps_release(name: str) -> str:
     return name + PS_RELEASE_SUFFIX
 
 
-def host(name: str, namespace: str, role: str, index: int, port: int = DEFAULT_PORT,
+def host(name: str, namespace: str, role: str, index: int | str, port: int = DEFAULT_PORT,
          cluster_domain: str = "", generation: str = "") -> str:
     suffix = f"{namespace}.svc" + (f".{cluster_domain}" if cluster_domain else "")
     if role == "ps":
@@ -86,12 +90,19 @@ def host(name: str, namespace: str, role: str, index: int, port: int = DEFAULT_P
     return f"{job_name(name, role, generation)}-{index}.{service_name(name, role)}.{suffix}:{port}"
 
 
+def compact_spec(name: str, namespace: str, shape: Shape, port: int = DEFAULT_PORT,
+                 cluster_domain: str = "", generation: str = "") -> dict[str, dict]:
+    """The chart's cluster spec (ConfigMap key `cluster-spec.json`): per role of the training
+    cluster a host pattern and a count, so its size does not depend on the number of tasks."""
+    return {role: {"count": shape.count(role),
+                   "host": host(name, namespace, role, launcher.INDEX, port, cluster_domain, generation)}
+            for role in CLUSTER_ROLES if shape.count(role)}
+
+
 def cluster_spec(name: str, namespace: str, shape: Shape, port: int = DEFAULT_PORT,
                  cluster_domain: str = "", generation: str = "") -> dict[str, list[str]]:
     """The hosts of every task. Without a generation (local runs: no Jobs) Job names carry none."""
-    return {role: [host(name, namespace, role, i, port, cluster_domain, generation)
-                   for i in range(shape.count(role))]
-            for role in CLUSTER_ROLES if shape.count(role)}
+    return launcher.expand_cluster(compact_spec(name, namespace, shape, port, cluster_domain, generation))
 
 
 def tasks(shape: Shape) -> list[tuple[str, int]]:
@@ -123,9 +134,7 @@ def with_client(cluster: dict[str, list[str]], address: str) -> dict[str, list[s
     return {"chief": [address], **cluster}
 
 
-def dumps(obj) -> str:
-    """Canonical JSON, byte-identical to Helm's `toJson` (sorted keys, compact)."""
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"))
+dumps = launcher.dumps  # canonical JSON, byte-identical to Helm's `toJson`
 
 
 def parse_task(text: str) -> tuple[str, int]:
@@ -137,18 +146,29 @@ def parse_task(text: str) -> tuple[str, int]:
     return role, int(index)
 
 
-def validate_name(name: str, field: str = "--name") -> str:
+def validate_name(name: str, field: str = "--name", shape: Shape | None = None) -> str:
     """A cluster name must be a DNS-1035 label short enough for Helm's 53-character release
-    names once the PS release adds `-ps`, and for every derived name to fit a 63-character
-    hostname: the longest suffix is `-worker-<generation>-9999`."""
+    names once the PS release adds `-ps`, and for every hostname to fit in 63 characters:
+    without a shape, that of any cluster under 10,000 workers (`-worker-<generation>-9999`),
+    else that of `shape` (100,000 workers take a character more)."""
     if not DNS1035.match(name):
         raise SpecError(field, f"'{name}' is not a valid name",
                         "use lowercase letters, digits and '-', starting with a letter")
-    if len(name) > MAX_NAME:
-        raise SpecError(field, f"'{name}' is {len(name)} characters; hostnames such as "
-                        f"'{name}{_LONGEST_SUFFIX}' must fit in {DNS_LABEL_MAX}",
-                        f"use at most {MAX_NAME} characters")
+    longest = longest_hostname(name, shape) if shape else name + _LONGEST_SUFFIX
+    limit = max_name(shape) if shape else MAX_NAME
+    if len(name) > limit:
+        workers = f" with {shape.workers:,} workers" if shape else ""
+        fewer = ", or at most 10,000 workers" if shape and len(name) <= MAX_NAME else ""
+        raise SpecError(field, f"'{name}' is {len(name)} characters; hostnames{workers} such as "
+                        f"'{longest}' must fit in {DNS_LABEL_MAX}",
+                        f"use at most {limit} characters{fewer}")
     return name
+
+
+def max_name(shape: Shape) -> int:
+    """The longest cluster name for this shape: MAX_NAME (as every command that takes a
+    name allows), or less when the shape's longest hostname needs it."""
+    return min(MAX_NAME, DNS_LABEL_MAX - len(longest_hostname("", shape)))
 
 
 def validate_namespace(namespace: str, field: str = "--namespace") -> str:
@@ -162,6 +182,6 @@ def validate_namespace(namespace: str, field: str = "--namespace") -> str:
 
 def longest_hostname(name: str, shape: Shape, generation: str = "0" * GENERATION_LEN) -> str:
     """The longest pod hostname a cluster gets (DNS labels are at most 63 characters)."""
-    names = [ps_name(name, shape.ps - 1)] if shape.ps else []
+    names = [ps_name(name, shape.ps - 1)] if shape.ps else [name]
     names += [f"{job_name(name, r, generation)}-{shape.count(r) - 1}" for r in JOB_ROLES if shape.count(r)]
     return max(names, key=len)

@@ -61,7 +61,7 @@ def cluster_values(opts: ClusterOptions) -> ClusterValues:
     values.pop("components", None)
     normalized = ClusterValues.from_release(values)
     normalized.shape.validate()
-    spec.validate_name(opts.name)
+    spec.validate_name(opts.name, shape=normalized.shape)
     return normalized
 
 

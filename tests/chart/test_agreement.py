@@ -2,6 +2,7 @@
 as rendered by Helm equals `tfhelm tfconfig` for the same shape."""
 
 import json
+import re
 
 import pytest
 from typer.testing import CliRunner
@@ -9,8 +10,8 @@ from typer.testing import CliRunner
 from tfhelm import manifests, spec
 from tfhelm.chart import default_values
 from tfhelm.cli import app
-from tfhelm.errors import RenderError
-from tfhelm.manifests import task_tf_configs
+from tfhelm.errors import RenderError, SpecError
+from tests.helpers.pods import task_tf_configs
 
 from .conftest import render
 
@@ -67,3 +68,29 @@ def test_the_schema_takes_the_names_the_cli_takes():
     for key in ("clusterName", "fullnameOverride"):
         with pytest.raises(RenderError, match=key):
             render({key: "c" * (spec.MAX_NAME + 1)})
+
+
+@pytest.mark.parametrize("workers,longest_name", [(10_000, 44), (100_000, 43)])
+def test_name_limit_follows_the_worker_count(workers, longest_name):
+    """44-character names keep working below 10,001 workers; 100,000 take one more digit."""
+    values = {"worker": {"replicas": workers}}
+    render({**values, "clusterName": "c" * longest_name})
+    if longest_name < spec.MAX_NAME:
+        with pytest.raises(RenderError, match=rf"shorten clusterName to at most {longest_name} characters for {workers} worker"):
+            render({**values, "clusterName": "c" * (longest_name + 1)})
+    with pytest.raises(SpecError, match=f"use at most {longest_name} characters"):
+        spec.validate_name("c" * (longest_name + 1), shape=spec.Shape(workers))
+
+
+
+def test_tfhelm_tfconfig_prints_the_same_text_as_before_the_compact_spec():
+    """Same hosts, same order, canonical JSON: what 0.2.0 printed from the host lists
+    (the generation aside: a hash of the values, the chart version included)."""
+    result = CliRunner().invoke(app, ["tfconfig", "m", "-n", "ns", "--workers", "2", "--ps", "2",
+                                      "--task", "worker:1"])
+    assert result.exit_code == 0, result.output
+    assert re.fullmatch(
+        r'\{"cluster":\{"ps":\["m-ps-0\.ns\.svc\.cluster\.local:2222","m-ps-1\.ns\.svc\.cluster\.local:2222"\],'
+        r'"worker":\["m-worker-([0-9a-f]{6})-0\.m-worker\.ns\.svc\.cluster\.local:2222",'
+        r'"m-worker-\1-1\.m-worker\.ns\.svc\.cluster\.local:2222"\]\},"task":\{"index":1,"type":"worker"\}\}\n',
+        result.stdout), result.stdout

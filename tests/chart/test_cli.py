@@ -8,7 +8,7 @@ from typer.testing import CliRunner
 
 from tfhelm import manifests
 from tfhelm.cli import app
-from tfhelm.manifests import task_tf_configs
+from tests.helpers.pods import task_tf_configs
 
 runner = CliRunner()
 
@@ -86,6 +86,8 @@ def test_tfconfig_for_a_notebook_driving_an_in_graph_cluster():
     (["up", "--workers", "2", "--ps", "1000", "--dry-run"], "--ps: must be between 0 and 100"),
     (["up", "--workers", "2", "--name", "My_Job", "--dry-run"], "--name: 'My_Job' is not a valid name"),
     (["up", "--workers", "2", "--name", "a" * 45], "use at most 44 characters"),
+    (["up", "--workers", "100000", "--name", "a" * 44], "use at most 43 characters, or at most 10,000 workers"),
+    (["up", "--workers", "100001"], "--workers: 100001 is over the limit of 100000"),
     (["up", "--workers", "2", "--script", "s3://bucket/t.py"], "--script: 's3://bucket/t.py' is not an http(s) URL"),
     (["up", "--workers", "2", "--set", "wrkers=3"], "additional properties 'wrkers' not allowed"),
     (["up", "--workers", "2", "--set", "mode=in-graph", "--ps", "0"], "needs parameter servers"),

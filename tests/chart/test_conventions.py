@@ -13,7 +13,8 @@ import pytest
 import yaml
 
 from tfhelm.chart import chart_path
-from tfhelm.manifests import by_kind, cluster_config, job_names, task_tf_configs
+from tfhelm.manifests import by_kind, cluster_config, job_names
+from tests.helpers.pods import task_tf_configs
 from tfhelm.spec import cluster_spec
 from tfhelm.values import shape_of
 
@@ -141,7 +142,7 @@ def test_helm_test_hook_pod_is_restricted_and_reads_the_release_spec():
     assert spec["automountServiceAccountToken"] is False
     (cm,) = [x for x in by_kind(m, "ConfigMap") if x["metadata"]["name"] == "mnist-tfconfig"]
     assert spec["volumes"][0]["configMap"]["name"] == "mnist-tfconfig"
-    assert {"helm-test.py", "launcher.py", "cluster.json"} <= set(cm["data"])
+    assert {"helm-test.py", "launcher.py", "cluster-spec.json"} <= set(cm["data"])
     assert not by_kind(render({"test": {"enabled": False}}), "Pod")
     assert not by_kind(render({**FULL, "components": "ps"}, release="mnist-ps"), "Pod")  # the workload release tests
 
@@ -149,8 +150,8 @@ def test_helm_test_hook_pod_is_restricted_and_reads_the_release_spec():
 def _run_hook(tmp_path, cluster: dict, files: dict, timeout="1"):
     for name, text in files.items():
         (tmp_path / name).write_text(text)
-    (tmp_path / "cluster.json").write_text(json.dumps(cluster))
-    env = {"TFHELM_CLUSTER_SPEC_FILE": str(tmp_path / "cluster.json"), "PATH": "/usr/bin:/bin"}
+    (tmp_path / "cluster-spec.json").write_text(json.dumps(cluster))
+    env = {"TFHELM_CLUSTER_SPEC_FILE": str(tmp_path / "cluster-spec.json"), "PATH": "/usr/bin:/bin"}
     return subprocess.run([sys.executable, str(tmp_path / "helm-test.py"), timeout], env=env,
                           capture_output=True, text=True, timeout=60)
 
@@ -160,9 +161,10 @@ def test_helm_test_script_checks_tf_config_and_dns(tmp_path):
     do not resolve (in a real cluster they are the tasks' Service and pod names)."""
     (cm,) = [x for x in by_kind(render(FULL), "ConfigMap") if x["metadata"]["name"] == "mnist-tfconfig"]
     files = {k: cm["data"][k] for k in ("helm-test.py", "launcher.py")}
-    ok = _run_hook(tmp_path, {"ps": ["localhost:2222"], "worker": ["localhost:2223", "127.0.0.1:2224"]}, files)
+    ok = _run_hook(tmp_path, {"ps": {"count": 2, "host": "localhost:222{index}"},
+                              "worker": ["localhost:2223", "127.0.0.1:2224"]}, files)
     assert ok.returncode == 0, ok.stderr
-    assert "TF_CONFIG valid for 3 task(s)" in ok.stdout and "OK: every task's DNS name resolves" in ok.stdout
+    assert "TF_CONFIG valid for 4 task(s)" in ok.stdout and "OK: every task's DNS name resolves" in ok.stdout
     bad = _run_hook(tmp_path, {"ps": ["localhost:2222"], "worker": ["nope-worker-0.nope.invalid:2222"]}, files)
     assert bad.returncode == 1 and "FAIL: 1 host(s) do not resolve" in bad.stderr
     assert "nope-worker-0.nope.invalid:2222" in bad.stderr

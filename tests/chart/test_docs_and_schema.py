@@ -50,11 +50,12 @@ def test_every_value_is_in_the_schema(chart):
 
 @pytest.mark.parametrize("chart", CHARTS)
 def test_every_value_has_a_helm_docs_comment(chart):
-    """helm-docs lists every key in the README's table; each needs a description there,
-    on itself or on the pass-through object that holds it."""
+    """helm-docs lists every key in the values table (VALUES.md where the chart has one,
+    else its README); each needs a description there, on itself or on the pass-through
+    object that holds it."""
     root = charts_dir() / chart
     rows = re.findall(r"^\| ([\w.\-\[\]\"/]+) \| [^|]* \| .* \| (.*) \|$",
-                      (root / "README.md").read_text(), re.M)
+                      (root / _values_doc(root)[0]).read_text(), re.M)
     described = {key for key, desc in rows if desc.strip()}
     values = yaml.safe_load((root / "values.yaml").read_text())
     undocumented = [p for p in leaves(values)
@@ -62,10 +63,25 @@ def test_every_value_has_a_helm_docs_comment(chart):
     assert not undocumented, f"values without a `# --` comment: {undocumented}"
 
 
+def _values_doc(root) -> tuple[str, str]:
+    """(generated file, its helm-docs template) holding the chart's values table."""
+    if (root / "VALUES.md.gotmpl").exists():
+        return "VALUES.md", "VALUES.md.gotmpl"
+    return "README.md", "README.md.gotmpl"
+
+
 @pytest.mark.parametrize("chart", CHARTS)
-def test_chart_readme_is_generated_from_values(chart):
+def test_chart_docs_are_generated_from_values(chart):
     root = charts_dir() / chart
-    result = subprocess.run([HELM_DOCS, "--dry-run", "--chart-search-root", str(root),
-                             "--template-files", "README.md.gotmpl"], capture_output=True, text=True)
-    assert result.returncode == 0, result.stderr
-    assert result.stdout == (root / "README.md").read_text(), "README drifted: run `make docs`"
+    for doc, template in {("README.md", "README.md.gotmpl"), _values_doc(root)}:
+        result = subprocess.run([HELM_DOCS, "--dry-run", "--chart-search-root", str(root),
+                                 "--template-files", template], capture_output=True, text=True)
+        assert result.returncode == 0, result.stderr
+        assert result.stdout == (root / doc).read_text(), f"{doc} drifted: run `make docs`"
+
+
+def test_the_values_reference_is_not_stored_in_every_release():
+    """Helm stores every chart file in each release Secret; the chart keeps its README (what
+    Artifact Hub shows) and leaves the values table, which values.yaml already holds, out."""
+    ignored = (charts_dir() / "tf-cluster" / ".helmignore").read_text().split()
+    assert {"VALUES.md", "*.gotmpl"} <= set(ignored) and "README.md" not in ignored

@@ -12,7 +12,8 @@ from typer.testing import CliRunner
 from tfhelm.chart import chart_path
 from tfhelm.cli import app
 from tfhelm.errors import RenderError
-from tfhelm.manifests import by_kind, job_names, task_tf_configs
+from tfhelm.manifests import by_kind, job_names
+from tests.helpers.pods import task_tf_configs
 
 from .conftest import helm, render
 
@@ -144,7 +145,8 @@ def test_every_value_placed_in_json_yaml_or_argv_stays_one_value(tmp_path):
     assert env["TFHELM_LOG_DIR"] == "/log $HOME/mnist"
     assert task_tf_configs(manifests)[("worker", 1)]["task"] == {"type": "worker", "index": 1}
     (config,) = [m for m in by_kind(manifests, "ConfigMap") if m["metadata"]["name"] == "mnist-tfconfig"]
-    assert json.loads(config["data"]["cluster.json"])["ps"] == ["mnist-ps-0.team-a.svc.cluster.local:2222"]
+    assert json.loads(config["data"]["cluster-spec.json"])["ps"] == {
+        "count": 1, "host": "mnist-ps-{index}.team-a.svc.cluster.local:2222"}
 
 
 def test_inline_code_reaches_the_configmap_byte_for_byte():

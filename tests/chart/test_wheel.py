@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from tfhelm.helm import helm_executable
-from tfhelm.manifests import task_tf_configs
+from tests.helpers.pods import task_tf_configs
 
 REPO = Path(__file__).resolve().parents[2]
 

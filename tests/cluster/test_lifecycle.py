@@ -23,7 +23,7 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 from typer.testing import CliRunner
 
-from tfhelm import deploy
+from tfhelm import deploy, launcher
 from tfhelm.chart import chart_path, default_values
 from tfhelm.cli import app
 from tfhelm.helm import Helm, helm_executable, run_sync
@@ -76,10 +76,12 @@ def only_job(batch, ns: str, cluster: str):
 
 
 def ps_workers(apps, ns: str, cluster: str) -> list[str]:
-    """The worker hosts in PS task 0's TF_CONFIG, as its Deployment stands in the API server."""
+    """The worker hosts in PS task 0's TF_CONFIG, from the cluster spec its Deployment mounts
+    as both stand in the API server (expanded by the launcher's own code)."""
     pod = apps.read_namespaced_deployment(f"{cluster}-ps-0", ns).spec.template.spec
-    env = {e.name: e.value for e in pod.containers[0].env}
-    return json.loads(env["TF_CONFIG"].replace("$(TFHELM_TASK_INDEX)", "0"))["cluster"]["worker"]
+    volume = next(v for v in pod.volumes if v.name == "tfhelm-config").config_map.name
+    data = client.CoreV1Api(apps.api_client).read_namespaced_config_map(volume, ns).data
+    return launcher.expand_cluster(json.loads(data["cluster-spec.json"]))["worker"]
 
 
 def assert_consistent(batch, apps, ns: str, cluster: str, workers: int, image: str) -> str:

@@ -3,14 +3,16 @@ controller, the scheduler and kwok's pod lifecycle, installed by tfhelm and by p
 
 from __future__ import annotations
 
+import base64
 import json
 import subprocess
 
+from kubernetes import client
 from typer.testing import CliRunner
 
 from tfhelm.cli import app
 from tfhelm.helm import helm_executable
-from tfhelm.manifests import COMPLETION_INDEX_FIELD, expand_env
+from tests.helpers.pods import COMPLETION_INDEX_FIELD, compose_tf_config, expand_env, mount_config
 from tfhelm.chart import chart_path
 
 from .conftest import job_of, wait_for
@@ -44,8 +46,9 @@ def job_state(batch, ns: str, name: str) -> str | None:
                  if c.type in ("Complete", "Failed") and c.status == "True"), None)
 
 
-def pod_tf_config(pod) -> tuple[tuple[str, int], dict]:
-    """TF_CONFIG as the kubelet would build it from the pod stored in the API server."""
+def pod_tf_config(pod, core, tmp_path) -> tuple[tuple[str, int], dict]:
+    """TF_CONFIG as the launcher composes it in the pod stored in the API server: from the
+    environment the kubelet builds and the ConfigMap the pod mounts, as stored there too."""
     container = next(c for c in pod.spec.containers if c.name == "tensorflow")
     env = [e.to_dict() for e in container.env]
     env = [{k: v for k, v in e.items() if v is not None} for e in env]
@@ -54,7 +57,10 @@ def pod_tf_config(pod) -> tuple[tuple[str, int], dict]:
             e["valueFrom"] = {"fieldRef": {"fieldPath": e.pop("value_from")["field_ref"]["field_path"]}}
     index = (pod.metadata.annotations or {}).get("batch.kubernetes.io/job-completion-index")
     values = expand_env(env, {COMPLETION_INDEX_FIELD: index} if index is not None else {})
-    return (values["TFHELM_TASK_TYPE"], int(values["TFHELM_TASK_INDEX"])), json.loads(values["TF_CONFIG"])
+    volume = next(v for v in pod.spec.volumes if v.name == "tfhelm-config").config_map.name
+    cm = core.read_namespaced_config_map(volume, pod.metadata.namespace)
+    config = compose_tf_config(values, mount_config(cm.data, tmp_path / pod.metadata.name))
+    return (values["TFHELM_TASK_TYPE"], int(values["TFHELM_TASK_INDEX"])), config
 
 
 def test_up_status_down_on_a_restricted_namespace(namespace, core, batch):
@@ -88,13 +94,13 @@ def test_up_status_down_on_a_restricted_namespace(namespace, core, batch):
     wait_for(lambda: not core.list_namespaced_persistent_volume_claim(namespace).items, 60, what="PVCs purged")
 
 
-def test_every_pod_tf_config_in_the_api_server_matches_tfhelm_tfconfig(namespace, core):
+def test_every_pod_tf_config_in_the_api_server_matches_tfhelm_tfconfig(namespace, core, tmp_path):
     tfhelm("up", "--name", "agree", "-n", namespace, "--workers", "3", "--ps", "2", "--chief", "--evaluator")
     pods = wait_for(lambda: (lambda ps: ps if len(ps) == 7 else None)(cluster_pods(core, namespace, "agree")),
                     60, what="7 pods")
     seen = set()
     for pod in pods:
-        task, config = pod_tf_config(pod)
+        task, config = pod_tf_config(pod, core, tmp_path)
         seen.add(task)
         expected = tfhelm("tfconfig", "agree", "-n", namespace, "--task", f"{task[0]}:{task[1]}").stdout
         assert config == json.loads(expected), task
@@ -102,13 +108,13 @@ def test_every_pod_tf_config_in_the_api_server_matches_tfhelm_tfconfig(namespace
                     ("worker", 0), ("worker", 1), ("worker", 2)}
 
 
-def test_plain_helm_install_makes_the_same_cluster(namespace, core, batch):
+def test_plain_helm_install_makes_the_same_cluster(namespace, core, batch, tmp_path):
     values = {"worker": {"replicas": 3}, "ps": {"replicas": 1}}
     result = helm("install", "plain", str(chart_path()), "-n", namespace, "-f", "-", "--wait",
                   "--wait-for-jobs", "--timeout", "3m", stdin=json.dumps(values))
     assert result.returncode == 0, result.stderr
     assert job_state(batch, namespace, job_of(namespace, "plain", "worker")) == "Complete"
-    configs = dict(pod_tf_config(p) for p in cluster_pods(core, namespace, "plain"))
+    configs = dict(pod_tf_config(p, core, tmp_path) for p in cluster_pods(core, namespace, "plain"))
     assert sorted(configs) == [("ps", 0), ("worker", 0), ("worker", 1), ("worker", 2)]
     via_cli = json.loads(tfhelm("tfconfig", "plain", "-n", namespace, "--task", "worker:2").stdout)
     assert configs[("worker", 2)] == via_cli
@@ -121,3 +127,22 @@ def test_a_rejected_object_leaves_no_release_behind(namespace):
     assert "Job " in result.stderr and "bad-worker-" in result.stderr and "invalid" in result.stderr.lower()
     assert len(result.stderr.strip().splitlines()[-1:]) == 1 and "Traceback" not in result.output
     assert releases(namespace) == []  # refused by the server-side dry run: no release was made
+
+
+def test_a_release_of_100000_workers_is_stored_small(namespace, core):
+    """The stored release (Helm's Secret: gzip + base64 of the release and its chart) is
+    under 64 KiB at 100,000 workers, and as large as at 8. A quota of zero pods keeps the
+    Job controller from making 100,000 pods here: the release is what is measured."""
+    core.create_namespaced_resource_quota(namespace, client.V1ResourceQuota(
+        metadata=client.V1ObjectMeta(name="no-pods"), spec=client.V1ResourceQuotaSpec(hard={"pods": "0"})))
+    sizes = {}
+    for workers in (8, 100_000):
+        release = f"w{workers}"
+        result = helm("install", release, str(chart_path()), "-n", namespace, "-f", "-",
+                      stdin=json.dumps({"worker": {"replicas": workers}}))
+        assert result.returncode == 0, result.stderr
+        secret = core.read_namespaced_secret(f"sh.helm.release.v1.{release}.v1", namespace)
+        sizes[workers] = len(base64.b64decode(secret.data["release"]))
+        assert helm("uninstall", release, "-n", namespace).returncode == 0
+    assert sizes[100_000] < 64 * 1024, sizes
+    assert abs(sizes[100_000] - sizes[8]) < 64, sizes  # the count's digits and compression noise

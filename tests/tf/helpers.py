@@ -12,6 +12,7 @@ import struct
 import sys
 from pathlib import Path
 
+from tests.helpers.pods import plan_from_manifests
 from tfhelm import localrun, manifests
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -23,7 +24,7 @@ TASK_ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
 
 def topology(values: dict, release: str = "demo", namespace: str = "team-a", ports=None):
     """Tasks and script args exactly as the chart renders them (`helm template`)."""
-    return localrun.plan_from_manifests(manifests.render(values, release, namespace), ports)
+    return plan_from_manifests(manifests.render(values, release, namespace), ports)
 
 
 class Collect:

@@ -25,15 +25,31 @@ def test_inline_tf_config_wins():
     assert launcher.resolve_tf_config(env) == config
 
 
-def test_composes_tf_config_from_the_spec_file(tmp_path):
-    c = cluster()
-    (tmp_path / "cluster.json").write_text(spec.dumps(c))
-    env = {"TFHELM_CLUSTER_SPEC_FILE": str(tmp_path / "cluster.json"),
+def compact(workers=2, ps=1, chief=False):
+    return spec.compact_spec("demo", "team-a", spec.Shape(workers, ps, chief), generation="0a1b2c")
+
+
+@pytest.mark.parametrize("form", ["compact", "lists"])
+def test_composes_tf_config_from_the_spec_file(tmp_path, form):
+    """The chart's spec (pattern + count) and explicit host lists (local runs) alike."""
+    c = spec.cluster_spec("demo", "team-a", spec.Shape(2, 1), generation="0a1b2c")
+    (tmp_path / "cluster-spec.json").write_text(spec.dumps(compact() if form == "compact" else c))
+    env = {"TFHELM_CLUSTER_SPEC_FILE": str(tmp_path / "cluster-spec.json"),
            "TFHELM_TASK_TYPE": "worker", "TFHELM_TASK_INDEX": "1"}
     config = launcher.resolve_tf_config(env)
     assert config == spec.tf_config(c, "worker", 1)
+    assert config["cluster"]["worker"] == ["demo-worker-0a1b2c-0.demo-worker.team-a.svc:2222",
+                                           "demo-worker-0a1b2c-1.demo-worker.team-a.svc:2222"]
     assert json.loads(env["TF_CONFIG"]) == config  # exported for the libraries in-process
     assert env["TF_CONFIG"] == spec.dumps(config)
+
+
+@pytest.mark.parametrize("entry", [{"count": 2}, {"count": -1, "host": "h-{index}:1"},
+                                   {"count": 2, "host": "h:1"}, {"count": "2", "host": "h-{index}:1"},
+                                   {"count": 2, "host": "h-{index}-{index}:1"}, "h:1"])
+def test_a_bad_spec_entry_is_named(entry):
+    with pytest.raises(launcher.LaunchError, match="cluster spec role 'worker': expected a list"):
+        launcher.expand_cluster({"worker": entry})
 
 
 @pytest.mark.parametrize("env, message", [
@@ -45,7 +61,7 @@ def test_composes_tf_config_from_the_spec_file(tmp_path):
      "unknown task type 'master'"),
     ({"TF_CONFIG": '{"cluster": {"worker": ["a:1"]}, "task": {"type": "worker", "index": "0"}}'},
      "not an integer"),
-    ({"TFHELM_CLUSTER_SPEC_FILE": "/nonexistent/cluster.json", "TFHELM_TASK_TYPE": "worker",
+    ({"TFHELM_CLUSTER_SPEC_FILE": "/nonexistent/cluster-spec.json", "TFHELM_TASK_TYPE": "worker",
       "TFHELM_TASK_INDEX": "0"}, "cannot read the cluster spec"),
 ])
 def test_bad_environments_are_named(env, message):
@@ -70,28 +86,71 @@ def run_launcher(args, env, cwd=None, module=False):
 
 
 def test_script_mode_from_a_huge_cluster_spec(tmp_path):
-    """10,000 workers: the spec is far over Linux's 128 KiB per environment string, so the
-    chart does not inline TF_CONFIG; the launcher composes it and runs the script in-process."""
-    c = cluster(workers=10_000, ps=4, chief=True)
-    (tmp_path / "cluster.json").write_text(spec.dumps(c))
-    assert len(spec.dumps(c)) > 128 * 1024
+    """100,000 workers: the spec file is a few hundred bytes, TF_CONFIG far over Linux's
+    128 KiB per environment string; the launcher composes it and runs the script in-process."""
+    (tmp_path / "cluster-spec.json").write_text(spec.dumps(compact(workers=100_000, ps=4, chief=True)))
+    assert (tmp_path / "cluster-spec.json").stat().st_size < 512
     script = tmp_path / "train.py"
     script.write_text(
         "import json, os, sys\n"
         "c = json.loads(os.environ['TF_CONFIG'])\n"
-        "print(json.dumps([len(os.environ['TF_CONFIG']), len(c['cluster']['worker']),"
-        " c['task'], sys.argv[1:], __name__]))\n"
+        "print(json.dumps([len(os.environ['TF_CONFIG']), c['cluster']['worker'][-1], c['task'],"
+        " sys.argv[1:], __name__]))\n"
         "sys.exit(int(sys.argv[1]))\n")
     env = {k: v for k, v in os.environ.items() if k != "TF_CONFIG"}
-    env.update(TFHELM_CLUSTER_SPEC_FILE=str(tmp_path / "cluster.json"),
-               TFHELM_TASK_TYPE="worker", TFHELM_TASK_INDEX="9999")
+    env.update(TFHELM_CLUSTER_SPEC_FILE=str(tmp_path / "cluster-spec.json"),
+               TFHELM_TASK_TYPE="worker", TFHELM_TASK_INDEX="99999")
     # Standalone file, no tfhelm on the path: what a stock TensorFlow image has.
     done = run_launcher(["script", str(script), "7", "--flag"], env, cwd=tmp_path)
     assert done.returncode == 7, done.stderr
-    size, workers, task, args, name = json.loads(done.stdout)
-    assert size > 128 * 1024 and workers == 10_000
-    assert task == {"type": "worker", "index": 9999}
+    size, last, task, args, name = json.loads(done.stdout)
+    assert size > 128 * 1024 and last == "demo-worker-0a1b2c-99999.demo-worker.team-a.svc:2222"
+    assert task == {"type": "worker", "index": 99999}
     assert args == ["7", "--flag"] and name == "__main__"
+
+
+def spec_env(tmp_path, workers=2, task="worker", index="1"):
+    (tmp_path / "cluster-spec.json").write_text(spec.dumps(compact(workers=workers)))
+    env = {k: v for k, v in os.environ.items() if k != "TF_CONFIG"}
+    env.update(TFHELM_CLUSTER_SPEC_FILE=str(tmp_path / "cluster-spec.json"),
+               TFHELM_TASK_TYPE=task, TFHELM_TASK_INDEX=index)
+    return env
+
+
+def test_exec_mode_gives_the_users_command_tf_config_and_its_arguments(tmp_path):
+    """A role's own `command` (the chart runs it as `launcher.py exec -- CMD ARGS`)."""
+    env = spec_env(tmp_path)
+    probe = "import json, os, sys; print(json.dumps([os.environ['TF_CONFIG'], sys.argv[1:]]))"
+    done = run_launcher(["exec", "--", "python3", "-c", probe, "a b", "--x"], env)
+    assert done.returncode == 0, done.stderr
+    tf_config, args = json.loads(done.stdout)
+    assert tf_config == spec.dumps(spec.tf_config(launcher.expand_cluster(compact()), "worker", 1))
+    assert args == ["a b", "--x"]
+    status = run_launcher(["exec", "sh", "-c", "exit 5"], env)  # `--` is optional
+    assert status.returncode == 5
+
+
+def test_exec_mode_refuses_a_tf_config_over_the_environment_string_limit(tmp_path):
+    env = spec_env(tmp_path, workers=3_000)
+    done = run_launcher(["exec", "--", "true"], env)
+    assert done.returncode == 2
+    (line,) = done.stderr.strip().splitlines()
+    assert line.startswith("tfhelm-launcher: error: TF_CONFIG is ")
+    assert "over Linux's limit of 131072 bytes for one environment string" in line
+    assert "leave the role's `command` unset" in line
+
+
+def test_exec_mode_names_a_missing_command(tmp_path):
+    done = run_launcher(["exec", "--", "no-such-command-here"], spec_env(tmp_path))
+    assert done.returncode == 127
+    assert "cannot run 'no-such-command-here'" in done.stderr
+
+
+def test_tfconfig_mode_prints_the_tasks_tf_config(tmp_path):
+    """`kubectl exec POD -- python3 /etc/tfhelm/launcher.py tfconfig`."""
+    done = run_launcher(["tfconfig"], spec_env(tmp_path, task="ps", index="0"))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == spec.dumps(spec.tf_config(launcher.expand_cluster(compact()), "ps", 0)) + "\n"
 
 
 def test_launcher_imports_only_the_standard_library():
@@ -123,7 +182,8 @@ def test_script_exit_status_propagates(tmp_path, exit_stmt, code, stderr):
     assert stderr in done.stderr
 
 
-@pytest.mark.parametrize("args", [[], ["serve"], ["script"], ["server", "extra"]])
+@pytest.mark.parametrize("args", [[], ["serve"], ["script"], ["server", "extra"], ["exec"],
+                                  ["exec", "--"], ["tfconfig", "extra"]])
 def test_usage_errors_exit_2(args):
     env = {**os.environ, "TF_CONFIG": spec.dumps(spec.tf_config(cluster(), "worker", 0))}
     done = run_launcher(args, env)

@@ -133,7 +133,7 @@ def test_between_graph_done_when_all_workers_exit(fake, tmp_path):
     assert result.returncodes == {"worker-0": 0, "worker-1": 0, "ps-0": 143, "ps-1": 143}
     assert ("worker-1", "task worker-1 does 0") in lines
     assert ("ps-0", "serving ps:0") in lines
-    cluster = (tmp_path / "run" / "cluster.json").read_text()
+    cluster = (tmp_path / "run" / "cluster-spec.json").read_text()
     assert "127.0.0.1:" in cluster
 
 

@@ -1,4 +1,4 @@
-from tfhelm.manifests import expand_env
+from tests.helpers.pods import expand_env
 
 INDEX = "metadata.annotations['batch.kubernetes.io/job-completion-index']"
 

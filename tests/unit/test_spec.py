@@ -68,7 +68,7 @@ def test_parse_task_rejects_garbage(text):
 @pytest.mark.parametrize("shape,message", [
     (Shape(workers=0), "at least 1"),
     (Shape(workers=-3), "at least 1"),
-    (Shape(workers=10_001), "over the limit"),
+    (Shape(workers=100_001), "over the limit of 100000"),
     (Shape(workers=1, ps=101), "between 0 and 100"),
 ])
 def test_shape_bounds(shape, message):
@@ -88,7 +88,32 @@ def test_name_too_long_for_the_hostnames():
         spec.validate_name("a" * (spec.MAX_NAME + 1))
 
 
-def test_longest_allowed_name_fits_every_hostname_of_the_largest_cluster():
-    biggest = Shape(workers=spec.MAX_WORKERS, ps=spec.MAX_PS, chief=True, evaluator=True)
-    host = spec.longest_hostname("a" * spec.MAX_NAME, biggest)
-    assert host.endswith("-worker-000000-9999") and len(host) == spec.DNS_LABEL_MAX
+@pytest.mark.parametrize("workers,limit", [(1, 44), (10_000, 44), (10_001, 43), (100_000, 43)])
+def test_the_name_limit_depends_on_the_worker_count(workers, limit):
+    """44 characters stay allowed below 10,001 workers; a fifth index digit takes one."""
+    shape = Shape(workers=workers, ps=spec.MAX_PS, chief=True, evaluator=True)
+    assert spec.max_name(shape) == limit
+    assert len(spec.longest_hostname("a" * limit, shape)) == spec.DNS_LABEL_MAX
+    spec.validate_name("a" * limit, shape=shape)
+    with pytest.raises(SpecError, match=f"use at most {limit} characters"):
+        spec.validate_name("a" * (limit + 1), shape=shape)
+
+
+def test_a_long_name_for_many_workers_says_how_to_fix_it():
+    with pytest.raises(SpecError) as e:
+        spec.validate_name("a" * 44, "--name", Shape(workers=100_000))
+    assert str(e.value) == (
+        f"--name: '{'a' * 44}' is 44 characters; hostnames with 100,000 workers such as "
+        f"'{'a' * 44}-worker-000000-99999' must fit in 63 (use at most 43 characters, "
+        "or at most 10,000 workers)")
+
+
+def test_compact_spec_expands_to_the_hosts_and_does_not_grow_with_n():
+    small = spec.compact_spec("m", "ns", Shape(workers=8, ps=2), generation="abcdef")
+    big = spec.compact_spec("m", "ns", Shape(workers=100_000, ps=2), generation="abcdef")
+    assert small == {"ps": {"count": 2, "host": "m-ps-{index}.ns.svc:2222"},
+                     "worker": {"count": 8, "host": "m-worker-abcdef-{index}.m-worker.ns.svc:2222"}}
+    assert spec.dumps(big) == spec.dumps(small).replace('"count":8', '"count":100000')
+    cluster = spec.cluster_spec("m", "ns", Shape(workers=100_000, ps=2), generation="abcdef")
+    assert len(cluster["worker"]) == 100_000
+    assert cluster["worker"][99_999] == "m-worker-abcdef-99999.m-worker.ns.svc:2222"

@@ -1,8 +1,7 @@
 """`helm test`: from inside the cluster, check what every task relies on.
 
 1. The TF_CONFIG of every task in the cluster spec is valid: composed by the launcher
-   itself (mounted beside cluster.json), exactly as a task whose spec is too large for
-   the environment gets it.
+   itself (mounted beside cluster-spec.json), exactly as each task gets it.
 2. Every host in the spec resolves in the cluster DNS (the PS Services and the Job pods'
    hostnames under their headless Services), within the timeout given as argv[1].
 Standard library only: it runs in the tasks' own TensorFlow image.
@@ -18,8 +17,7 @@ sys.path.insert(0, os.path.dirname(os.environ["TFHELM_CLUSTER_SPEC_FILE"]))
 import launcher  # noqa: E402
 
 spec_file = os.environ["TFHELM_CLUSTER_SPEC_FILE"]
-with open(spec_file, encoding="utf-8") as f:
-    cluster = json.load(f)
+cluster = launcher.read_spec(spec_file)
 for role, hosts in cluster.items():
     for i in range(len(hosts)):
         env = {"TFHELM_CLUSTER_SPEC_FILE": spec_file, "TFHELM_TASK_TYPE": role, "TFHELM_TASK_INDEX": str(i)}

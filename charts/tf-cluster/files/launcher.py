@@ -2,6 +2,8 @@
 
     python launcher.py server                 # PS tasks; workers driven by a chief (in-graph)
     python launcher.py script PATH [ARGS...]  # workers (between-graph), chief, evaluator
+    python launcher.py exec [--] CMD [ARGS...]  # a role's own `command`, with TF_CONFIG set
+    python launcher.py tfconfig               # print this task's TF_CONFIG (kubectl exec)
 
 The chart mounts this very file from a ConfigMap (it lives in the chart, so the chart alone is
 complete, and tfhelm/launcher.py links to it) and `tfhelm run --local` runs it as a file too,
@@ -9,12 +11,15 @@ so it must stay importable
 with the standard library alone: stock TensorFlow images have no tfhelm installed.
 TensorFlow is imported lazily, and only by `server` mode.
 
-TF_CONFIG normally comes inline in the environment. A cluster spec too large for one
-environment string (128 KiB on Linux; about 10,000 workers) comes instead from
-TFHELM_CLUSTER_SPEC_FILE plus TFHELM_TASK_TYPE / TFHELM_TASK_INDEX; the launcher composes
-TF_CONFIG from those and puts it into os.environ, so TensorFlow's cluster resolvers and the
-user's script find it where they always look. That is also why `script` mode runs the script
-in this process (runpy) instead of exec'ing it: a huge TF_CONFIG never passes through execve.
+Pods carry no TF_CONFIG: it lists every task, so it grows with the cluster, and so would
+every pod template. They get the cluster spec file (TFHELM_CLUSTER_SPEC_FILE: per role a
+host pattern and a count, the same few hundred bytes at any size) plus TFHELM_TASK_TYPE /
+TFHELM_TASK_INDEX; the launcher expands them into TF_CONFIG (expand_cluster, the one
+expansion tfhelm itself uses too) and puts it into os.environ, so TensorFlow's cluster
+resolvers and the user's script find it where they always look. `script` mode runs the
+script in this process (runpy) instead of exec'ing it: a TF_CONFIG larger than Linux's
+128 KiB per environment string never passes through execve. `exec` mode must pass it
+through execve, and says so when it would not fit.
 """
 
 from __future__ import annotations
@@ -26,9 +31,14 @@ import signal
 import sys
 import threading
 
-USAGE = "usage: launcher.py server | launcher.py script PATH [ARGS...]"
+USAGE = ("usage: launcher.py server | launcher.py script PATH [ARGS...] | "
+         "launcher.py exec [--] CMD [ARGS...] | launcher.py tfconfig")
 ROLES = ("chief", "worker", "ps", "evaluator")
 EXIT_USAGE = 2
+EXIT_NOT_FOUND = 127  # as a shell reports a command it cannot run
+INDEX = "{index}"  # where a role's host pattern takes the task index
+# Linux's MAX_ARG_STRLEN: one environment string (NAME=value and its NUL) is at most 32 pages.
+ENV_STRING_MAX = 128 * 1024
 
 
 class LaunchError(Exception):
@@ -37,6 +47,52 @@ class LaunchError(Exception):
 
 def log(msg: str) -> None:
     print(f"tfhelm-launcher: {msg}", file=sys.stderr, flush=True)
+
+
+def expand_cluster(spec: dict) -> dict:
+    """The TF_CONFIG `cluster` object from a cluster spec.
+
+    The spec maps each role to `{"count": N, "host": "<...{index}...>:<port>"}` (the chart's
+    form, whose size does not depend on N) or to an explicit list of hosts (`tfhelm run
+    --local`, whose loopback ports follow no pattern). Hosts come in index order; dump the
+    result with sorted keys and compact separators for the canonical TF_CONFIG.
+    """
+    if not isinstance(spec, dict):
+        raise LaunchError("the cluster spec is not a JSON object")
+    cluster = {}
+    for role, entry in spec.items():
+        if role not in ROLES:
+            raise LaunchError(f"unknown task type {role!r} in the cluster spec "
+                              f"(expected {', '.join(ROLES)})")
+        if isinstance(entry, list):
+            cluster[role] = entry
+            continue
+        count, host = (entry.get("count"), entry.get("host")) if isinstance(entry, dict) else (None, None)
+        if (not isinstance(count, int) or isinstance(count, bool) or count < 0
+                or not isinstance(host, str) or host.count(INDEX) != 1):
+            raise LaunchError(f"cluster spec role {role!r}: expected a list of hosts or "
+                              f'{{"count": N, "host": "...{INDEX}...:PORT"}}, got {entry!r}')
+        head, _, tail = host.partition(INDEX)
+        cluster[role] = [f"{head}{i}{tail}" for i in range(count)]
+    return cluster
+
+
+def dumps(obj) -> str:
+    """Canonical JSON (sorted keys, compact), byte-identical to Helm's `toJson`."""
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"))
+
+
+def read_spec(path: str) -> dict:
+    """The TF_CONFIG `cluster` object from the cluster spec file at `path`."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            return expand_cluster(json.load(f))
+    except OSError as e:
+        raise LaunchError(f"cannot read the cluster spec {path}: {e.strerror}") from None
+    except json.JSONDecodeError as e:
+        raise LaunchError(f"the cluster spec {path} is not valid JSON: {e}") from None
+    except LaunchError as e:
+        raise LaunchError(f"{path}: {e}") from None
 
 
 def resolve_tf_config(environ=None) -> dict:
@@ -58,13 +114,7 @@ def resolve_tf_config(environ=None) -> dict:
     path = env.get("TFHELM_CLUSTER_SPEC_FILE", "")
     if not path:
         raise LaunchError("neither TF_CONFIG nor TFHELM_CLUSTER_SPEC_FILE is set")
-    try:
-        with open(path, encoding="utf-8") as f:
-            cluster = json.load(f)
-    except OSError as e:
-        raise LaunchError(f"cannot read the cluster spec {path}: {e.strerror}") from None
-    except json.JSONDecodeError as e:
-        raise LaunchError(f"the cluster spec {path} is not valid JSON: {e}") from None
+    cluster = read_spec(path)
     task_type = env.get("TFHELM_TASK_TYPE", "")
     index = env.get("TFHELM_TASK_INDEX", "")
     if not task_type or not index.isdigit():
@@ -72,7 +122,7 @@ def resolve_tf_config(environ=None) -> dict:
                           f"TFHELM_TASK_INDEX are needed (got {task_type!r}, {index!r})")
     config = {"cluster": cluster, "task": {"type": task_type, "index": int(index)}}
     _check(config, f"the cluster spec {path} with TFHELM_TASK_TYPE/TFHELM_TASK_INDEX")
-    env["TF_CONFIG"] = json.dumps(config, sort_keys=True, separators=(",", ":"))
+    env["TF_CONFIG"] = dumps(config)
     return config
 
 
@@ -177,6 +227,24 @@ def run_script(path: str, args: list[str]) -> int:
     return 0
 
 
+def exec_command(argv: list[str], label: str, environ=None) -> None:
+    """Replace this process by the user's own command, TF_CONFIG in its environment."""
+    env = os.environ if environ is None else environ
+    size = len("TF_CONFIG=") + len(env["TF_CONFIG"].encode()) + 1
+    if size > ENV_STRING_MAX:
+        raise LaunchError(
+            f"TF_CONFIG is {size} bytes, over Linux's limit of {ENV_STRING_MAX} bytes for one "
+            f"environment string, so {argv[0]!r} cannot get it: leave the role's `command` "
+            "unset (the launcher's script mode runs your script in-process, where any size "
+            "works), use fewer tasks, or have your command read TFHELM_CLUSTER_SPEC_FILE")
+    log(f"{label} running {' '.join(argv)}")
+    try:
+        os.execvpe(argv[0], argv, env)
+    except OSError as e:
+        log(f"error: cannot run {argv[0]!r}: {e.strerror}")
+        sys.exit(EXIT_NOT_FOUND)
+
+
 def _exit_status(code) -> int:
     if code is None:
         return 0
@@ -208,21 +276,35 @@ def die_with_parent(environ=None) -> None:
         sys.exit(1)
 
 
+def _bad_arguments(mode: str, rest: list[str]) -> bool:
+    if mode in ("server", "tfconfig"):
+        return bool(rest)
+    if mode == "exec":
+        return not rest or rest == ["--"]
+    return mode != "script" or not rest
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if not argv or argv[0] in ("-h", "--help"):
         print(USAGE, file=sys.stderr if not argv else sys.stdout)
         return EXIT_USAGE if not argv else 0
     mode, rest = argv[0], argv[1:]
-    if mode not in ("server", "script") or (mode == "script" and not rest) or (
-            mode == "server" and rest):
+    if _bad_arguments(mode, rest):
         log(f"bad arguments {argv!r}; {USAGE}")
         return EXIT_USAGE
-    die_with_parent()
+    if mode != "tfconfig":
+        die_with_parent()
     try:
         config = resolve_tf_config()
+        if mode == "tfconfig":
+            print(dumps(config))
+            return 0
         if mode == "server":
             return serve(config)
+        if mode == "exec":
+            command = rest[1:] if rest[0] == "--" else rest
+            exec_command(command, task_label(config))
         log(f"{task_label(config)} running {rest[0]}"
             + (f" with {' '.join(rest[1:])}" if rest[1:] else ""))
         return run_script(rest[0], rest[1:])

@@ -76,35 +76,26 @@ a split cluster can be uninstalled alone. */}}
 {{- end }}
 
 {{/*
-The TF_CONFIG `cluster` object as compact JSON with sorted keys, byte-identical to
-tfhelm.spec.dumps(). Written out directly (not built with `append`) so 10,000
-workers render in linear time. The evaluator runs no server and stays out of it (as in
-TFJob): a coordinator or a collective would otherwise wait for it forever.
+The cluster spec (ConfigMap key `cluster-spec.json`): per role of the training cluster a
+count and a host pattern whose `{index}` the launcher replaces by 0..count-1, as compact
+JSON with sorted keys, byte-identical to tfhelm.spec.dumps(tfhelm.spec.compact_spec(...)).
+Its size does not depend on the number of tasks. The evaluator runs no server and stays out
+of it (as in TFJob): a coordinator or a collective would otherwise wait for it forever.
 */}}
-{{- define "tf-cluster.clusterJson" -}}
+{{- define "tf-cluster.clusterSpec" -}}
 {{- $root := . -}}
 {{- $suffix := include "tf-cluster.hostSuffix" . -}}
 {{- $counts := include "tf-cluster.counts" . | fromJson -}}
 {{- $generation := include "tf-cluster.generation" . -}}
-{{- $first := true -}}
-{
+{{- $spec := dict -}}
 {{- range $role := list "chief" "ps" "worker" }}
 {{- $n := int (index $counts $role) }}
 {{- if $n }}
-{{- if not $first }},{{ end }}{{ $first = false -}}
-"{{ $role }}":[
 {{- $job := include "tf-cluster.jobName" (dict "root" $root "role" $role "generation" $generation) }}
 {{- $svc := include "tf-cluster.jobServiceName" (dict "root" $root "role" $role) }}
-{{- range $i := until $n }}
-{{- if $i }},{{ end -}}
-{{- if eq $role "ps" -}}
-"{{ include "tf-cluster.psName" (dict "root" $root "index" $i) }}.{{ $suffix }}"
-{{- else -}}
-"{{ $job }}-{{ $i }}.{{ $svc }}.{{ $suffix }}"
+{{- $host := ternary (printf "%s-ps-{index}.%s" (include "tf-cluster.name" $root) $suffix) (printf "%s-{index}.%s.%s" $job $svc $suffix) (eq $role "ps") }}
+{{- $_ := set $spec $role (dict "count" $n "host" $host) }}
 {{- end }}
-{{- end -}}
-]
 {{- end }}
-{{- end -}}
-}
+{{- toJson $spec -}}
 {{- end }}

@@ -1,7 +1,7 @@
 {{/*
 The pod of one TF task, shared by every role. Call with
 (dict "root" $ "role" "worker") for Job roles and add "index" i for PS task i. Callers
-rendering many pods pass "clusterJson" (the spec grows with N: render it once).
+rendering many pods pass "clusterSpec" (it hashes all values: render it once).
 */}}
 {{- define "tf-cluster.pod" -}}
 {{- $root := .root -}}
@@ -11,8 +11,7 @@ rendering many pods pass "clusterJson" (the spec grows with N: render it once).
 {{- $isPS := eq $role "ps" -}}
 {{- $runs := include "tf-cluster.runs" . -}}
 {{- $name := include "tf-cluster.name" $root -}}
-{{- $clusterJson := .clusterJson -}}
-{{- if not $clusterJson }}{{ $clusterJson = include "tf-cluster.clusterJson" $root }}{{ end -}}
+{{- $clusterSpec := .clusterSpec | default (include "tf-cluster.clusterSpec" $root) -}}
 {{- $image := merge (deepCopy ($r.image | default dict)) $v.image (dict "registry" (include "tf-cluster.imageRegistry" $root)) -}}
 metadata:
   labels:
@@ -24,7 +23,7 @@ metadata:
     {{- toYaml . | nindent 4 }}
     {{- end }}
   annotations:
-    checksum/cluster-spec: {{ sha256sum $clusterJson }}
+    checksum/cluster-spec: {{ sha256sum $clusterSpec }}
     {{- with include "tf-cluster.podAnnotations" (dict "root" $root "r" $r) }}
     {{- . | nindent 4 }}
     {{- end }}
@@ -77,7 +76,12 @@ spec:
       image: {{ include "tf-cluster.image" $image | toJson }}
       imagePullPolicy: {{ $image.pullPolicy | toJson }}
       {{- if $r.command }}
+      {{- /* Their own entrypoint, exec'd by the launcher once it has set TF_CONFIG. */}}
       command:
+        - python3
+        - /etc/tfhelm/launcher.py
+        - exec
+        - "--"
         {{- toYaml $r.command | nindent 8 }}
       {{- with $r.args }}
       args:
@@ -99,8 +103,8 @@ spec:
       ports:
         - {name: tf, containerPort: {{ $v.port }}}
       env:
-        # Declared before TF_CONFIG: the Job controller appends JOB_COMPLETION_INDEX at the
-        # end of env, too late for $(...) expansion in TF_CONFIG.
+        {{- /* No TF_CONFIG: it lists every task, so every pod would grow with the cluster.
+        The launcher composes it from the cluster spec and this task's type and index. */}}
         - name: TFHELM_TASK_INDEX
           {{- if $isPS }}
           value: {{ .index | quote }}
@@ -111,11 +115,7 @@ spec:
           {{- end }}
         - {name: TFHELM_TASK_TYPE, value: {{ $role }}}
         - {name: TFHELM_CLUSTER, value: {{ $name }}}
-        - {name: TFHELM_CLUSTER_SPEC_FILE, value: /etc/tfhelm/cluster.json}
-        {{- if le (len $clusterJson) (int $v.tfConfig.inlineMaxBytes) }}
-        - name: TF_CONFIG
-          value: {{ printf "{\"cluster\":%s,\"task\":{\"index\":$(TFHELM_TASK_INDEX),\"type\":\"%s\"}}" $clusterJson $role | toJson }}
-        {{- end }}
+        - {name: TFHELM_CLUSTER_SPEC_FILE, value: /etc/tfhelm/cluster-spec.json}
         {{- /* PS too: under ParameterServerStrategy each PS writes its variables' shard of a checkpoint. */}}
         - {name: TFHELM_DATA_DIR, value: {{ $v.storage.data.mountPath | toJson }}}
         - {name: TFHELM_LOG_DIR, value: {{ printf "%s/%s" $v.storage.logs.mountPath $name | toJson }}}

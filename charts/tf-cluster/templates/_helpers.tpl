@@ -60,6 +60,13 @@ NOTES.txt, so `helm install` and `helm template` (Argo CD) both fail with the me
 {{- if and (eq $v.code.source "inline") (not $v.code.inline) -}}
 {{- fail "code.inline is required when code.source is \"inline\" (the script's text)" -}}
 {{- end -}}
+{{- if eq $v.code.source "inline" -}}
+{{- $size := len $v.code.inline -}}
+{{- range $file, $text := $v.code.extraFiles }}{{ $size = add $size (len $text) }}{{ end -}}
+{{- if gt $size 786432 -}}
+{{- fail (printf "code.inline and code.extraFiles hold %d bytes, over the 786432 (768 KiB) that fit in the code ConfigMap (an object and a release hold 1 MiB): serve the code with code.source url, or put it in the image (code.source image)" $size) -}}
+{{- end -}}
+{{- end -}}
 {{- if and (eq $v.code.source "configMap") (not $v.code.configMap) -}}
 {{- fail "code.configMap is required when code.source is \"configMap\" (name the ConfigMap holding code.script)" -}}
 {{- end -}}
@@ -89,7 +96,7 @@ NOTES.txt, so `helm install` and `helm template` (Argo CD) both fail with the me
 {{- $base := ternary (printf "%s-ps" $name) (include "tf-cluster.jobName" (dict "root" $ "role" $role "generation" $generation)) (eq $role "ps") }}
 {{- $longest := printf "%s-%d" $base (sub $n 1) }}
 {{- if and $n (gt (len $longest) 63) }}
-{{- fail (printf "cluster name %q is too long: the %s hostname %q exceeds 63 characters (shorten clusterName)" $name $role $longest) }}
+{{- fail (printf "cluster name %q is too long: the %s hostname %q exceeds 63 characters (shorten clusterName to at most %d characters for %d %s task(s))" $name $role $longest (sub 63 (sub (len $longest) (len $name))) $n $role) }}
 {{- end }}
 {{- end }}
 {{- end }}

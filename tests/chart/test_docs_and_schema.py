@@ -31,6 +31,8 @@ def _passthrough(path: str) -> bool:
 def schema_node(schema: dict, path: str) -> dict | None:
     node = schema
     for key in path.split("."):
+        while "$ref" in node:  # "#/$defs/NAME": shared fragments
+            node = schema["$defs"][node["$ref"].rsplit("/", 1)[1]]
         props = node.get("properties", {})
         if key not in props:
             return None

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from dataclasses import dataclass
 from functools import cached_property
+from typing import Callable, Iterator
 
 from kubernetes import client, config
 from kubernetes.client.rest import ApiException
@@ -16,6 +18,8 @@ from tfhelm.errors import (AdmissionRefused, ClusterUnreachable, SpecError, Time
 from tfhelm.spec import validate_namespace
 
 CLUSTER_LABEL = "tfhelm.io/cluster"
+# Items per page of a raw list: one page of pods (a few MB) is in memory at a time.
+PAGE = 500
 # The kubeconfig context, shared with Helm: `tfhelm --kube-context` sets it, and Helm itself
 # reads it, so the API client and every helm call talk to the same cluster.
 CONTEXT_ENV = "HELM_KUBECONTEXT"
@@ -81,10 +85,25 @@ def current_namespace(kubeconfig: str | None = None) -> str:
 
 @dataclass
 class ClusterObjects:
-    pods: list
-    jobs: list
+    pods: list  # the API's JSON (dicts), as `Kube.task_pods` yields them
+    jobs: list  # kubernetes client models from here on
     deployments: list
     pvcs: list
+
+
+class ListedObjects(ClusterObjects):
+    """A cluster's objects, each kind listed on first access: a caller that reads only the
+    Jobs does not pay for listing every pod."""
+
+    def __init__(self, listers: dict[str, Callable[[], list]]):  # no dataclass fields yet
+        self._listers = listers
+
+    def __getattr__(self, kind: str):  # only called while `kind` is not yet an attribute
+        lister = self.__dict__.get("_listers", {}).get(kind)
+        if lister is None:
+            raise AttributeError(kind)
+        setattr(self, kind, lister())
+        return getattr(self, kind)
 
 
 class Kube:
@@ -171,12 +190,30 @@ class Kube:
 
     def objects(self, namespace: str, cluster: str) -> ClusterObjects:
         sel = f"{CLUSTER_LABEL}={cluster}"
-        return ClusterObjects(
-            pods=self.core.list_namespaced_pod(namespace, label_selector=sel).items,
-            jobs=self.batch.list_namespaced_job(namespace, label_selector=sel).items,
-            deployments=self.apps.list_namespaced_deployment(namespace, label_selector=sel).items,
-            pvcs=self.core.list_namespaced_persistent_volume_claim(namespace, label_selector=sel).items,
-        )
+        return ListedObjects({
+            "pods": lambda: list(self.task_pods(namespace, cluster)),
+            "jobs": lambda: self.batch.list_namespaced_job(namespace, label_selector=sel).items,
+            "deployments": lambda: self.apps.list_namespaced_deployment(namespace, label_selector=sel).items,
+            "pvcs": lambda: self.core.list_namespaced_persistent_volume_claim(namespace, label_selector=sel).items,
+        })
+
+    def raw_list(self, list_call: Callable, *args, **kwargs) -> Iterator[dict]:
+        """The items of a client list call as the API's JSON, page by page (`limit` and
+        `continue`). json.loads is many times cheaper than the client's models, which is what
+        makes `status` and the end of `up --wait` cheap at thousands of pods."""
+        token = None
+        while True:
+            resp = list_call(*args, limit=PAGE, _continue=token, _preload_content=False, **kwargs)
+            page = json.loads(resp.data)
+            yield from page.get("items") or []
+            token = (page.get("metadata") or {}).get("continue")
+            if not token:
+                return
+
+    def task_pods(self, namespace: str, cluster: str) -> Iterator[dict]:
+        """A cluster's pods (JSON), paged."""
+        return self.raw_list(self.core.list_namespaced_pod, namespace,
+                             label_selector=f"{CLUSTER_LABEL}={cluster}")
 
     def tf_workloads(self, namespace: str | None) -> tuple[list, list]:
         """Jobs and Deployments of every TF cluster in a namespace (None: all namespaces)."""
@@ -187,14 +224,15 @@ class Kube:
         return (self.batch.list_namespaced_job(namespace, label_selector=sel).items,
                 self.apps.list_namespaced_deployment(namespace, label_selector=sel).items)
 
-    def simulated_nodes(self, pods: list) -> set[str]:
-        """The nodes among these pods' that kwok simulates: no container ran there."""
-        names = {p.spec.node_name for p in pods if p.spec and p.spec.node_name}
-        if not names:
-            return set()
-        return {n.metadata.name for n in self.core.list_node().items
-                if n.metadata.name in names
-                and (n.metadata.annotations or {}).get("kwok.x-k8s.io/node") == "fake"}
+    def ran_only_on_simulated_nodes(self, namespace: str, cluster: str) -> bool:
+        """Did the cluster's pods run on simulated (kwok) nodes only, where no container
+        runs? False when none was scheduled. One paged pass over the pods and the nodes."""
+        used = {p["spec"]["nodeName"] for p in self.task_pods(namespace, cluster) if p["spec"].get("nodeName")}
+        if not used:
+            return False
+        fake = {n["metadata"]["name"] for n in self.raw_list(self.core.list_node)
+                if (n["metadata"].get("annotations") or {}).get("kwok.x-k8s.io/node") == "fake"}
+        return used <= fake
 
     def delete_jobs(self, namespace: str, cluster: str, timeout: float = 120) -> list[str]:
         """Delete a cluster's Jobs and wait until their pods are gone (for a new run)."""

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 from dataclasses import dataclass
+from datetime import datetime
 from functools import cached_property
 from typing import Callable, Iterator
 
@@ -106,6 +108,32 @@ class ListedObjects(ClusterObjects):
         return getattr(self, kind)
 
 
+class JsonObject:
+    """The API's JSON read like a client model (`job.status.completion_time` is
+    status.completionTime, timestamps are datetimes, a missing field is None), so the pure
+    code (training.job_row, status) takes either."""
+
+    __slots__ = ("_d",)
+    MAPS = ("labels", "annotations")  # stay plain dicts, as in the models
+
+    def __init__(self, d: dict):
+        self._d = d
+
+    def __getattr__(self, name: str):
+        key = re.sub(r"_([a-z])", lambda m: m.group(1).upper(), name)
+        return _model_like(key, self._d.get(key))
+
+
+def _model_like(key: str, value):
+    if isinstance(value, dict):
+        return value if key in JsonObject.MAPS else JsonObject(value)
+    if isinstance(value, list):
+        return [_model_like("", v) for v in value]
+    if isinstance(value, str) and key.endswith(("Time", "Timestamp")):
+        return datetime.fromisoformat(value.replace("Z", "+00:00"))
+    return value
+
+
 class Kube:
     """Connects on first use, so bad input is reported before a missing cluster is."""
 
@@ -197,23 +225,43 @@ class Kube:
             "pvcs": lambda: self.core.list_namespaced_persistent_volume_claim(namespace, label_selector=sel).items,
         })
 
-    def raw_list(self, list_call: Callable, *args, **kwargs) -> Iterator[dict]:
-        """The items of a client list call as the API's JSON, page by page (`limit` and
-        `continue`). json.loads is many times cheaper than the client's models, which is what
-        makes `status` and the end of `up --wait` cheap at thousands of pods."""
+    def get_json(self, path: str, **query) -> dict:
+        """GET an API path as JSON through the configured client (auth, TLS), without the
+        generated API classes: importing those builds hundreds of pydantic models (~2 s of
+        CPU), and decoding into them costs many times json.loads."""
+        params = [(k, v) for k, v in query.items() if v is not None]
+        request = self.api.param_serialize("GET", path, query_params=params, auth_settings=["BearerToken"],
+                                           header_params={"Accept": "application/json"})
+        resp = self.api.call_api(*request)
+        resp.read()
+        if not 200 <= resp.status <= 299:
+            raise ApiException.from_response(http_resp=resp, body=resp.data.decode(errors="replace"), data=None)
+        return json.loads(resp.data)
+
+    def raw_list(self, path: str, **query) -> Iterator[dict]:
+        """The items of a list as JSON, page by page (`limit` and `continue`): one page is in
+        memory at a time."""
         token = None
         while True:
-            resp = list_call(*args, limit=PAGE, _continue=token, _preload_content=False, **kwargs)
-            page = json.loads(resp.data)
+            page = self.get_json(path, limit=PAGE, **{"continue": token}, **query)
             yield from page.get("items") or []
             token = (page.get("metadata") or {}).get("continue")
             if not token:
                 return
 
+    def listed(self, path: str, **query) -> list[JsonObject]:
+        """A list of a few objects (a cluster's Jobs, Deployments, Events) as JsonObjects."""
+        return [JsonObject(item) for item in self.raw_list(path, **query)]
+
     def task_pods(self, namespace: str, cluster: str) -> Iterator[dict]:
         """A cluster's pods (JSON), paged."""
-        return self.raw_list(self.core.list_namespaced_pod, namespace,
-                             label_selector=f"{CLUSTER_LABEL}={cluster}")
+        return self.raw_list(f"/api/v1/namespaces/{namespace}/pods", labelSelector=f"{CLUSTER_LABEL}={cluster}")
+
+    def workloads(self, namespace: str, cluster: str) -> tuple[list[JsonObject], list[JsonObject]]:
+        """A cluster's Jobs and Deployments: a handful of objects whatever its size."""
+        sel = f"{CLUSTER_LABEL}={cluster}"
+        return (self.listed(f"/apis/batch/v1/namespaces/{namespace}/jobs", labelSelector=sel),
+                self.listed(f"/apis/apps/v1/namespaces/{namespace}/deployments", labelSelector=sel))
 
     def tf_workloads(self, namespace: str | None) -> tuple[list, list]:
         """Jobs and Deployments of every TF cluster in a namespace (None: all namespaces)."""
@@ -230,7 +278,7 @@ class Kube:
         used = {p["spec"]["nodeName"] for p in self.task_pods(namespace, cluster) if p["spec"].get("nodeName")}
         if not used:
             return False
-        fake = {n["metadata"]["name"] for n in self.raw_list(self.core.list_node)
+        fake = {n["metadata"]["name"] for n in self.raw_list("/api/v1/nodes")
                 if (n["metadata"].get("annotations") or {}).get("kwok.x-k8s.io/node") == "fake"}
         return used <= fake
 

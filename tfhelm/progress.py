@@ -12,7 +12,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn
 
 from tfhelm import status, training
 from tfhelm.errors import TimedOut
-from tfhelm.kube import CLUSTER_LABEL, Kube
+from tfhelm.kube import Kube
 from tfhelm.spec import Shape
 
 JOB_ROLES = ("chief", "worker", "evaluator")
@@ -36,7 +36,6 @@ def wait_for_training(kube: Kube, namespace: str, name: str, shape: Shape, conso
     finishing = "chief" if shape.chief else "worker"
     goal = 1 if shape.chief else shape.workers
     deadline = time.monotonic() + timeout
-    sel = f"{CLUSTER_LABEL}={name}"
     started_text, done_text = f"tasks of {namespace}/{name} started", f"{finishing} tasks succeeded"
     # A terminal gets live bars; a pipe or a log file gets one plain line per change.
     bar = (Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
@@ -48,8 +47,8 @@ def wait_for_training(kube: Kube, namespace: str, name: str, shape: Shape, conso
             started = bar.add_task(started_text, total=total)
             done = bar.add_task(done_text, total=goal)
         while True:
-            jobs = training.job_rows(kube.batch.list_namespaced_job(namespace, label_selector=sel).items)
-            deployments = kube.apps.list_namespaced_deployment(namespace, label_selector=sel).items
+            job_objects, deployments = kube.workloads(namespace, name)
+            jobs = training.job_rows(job_objects)
             now = counts(jobs, deployments, finishing)
             now = (min(now[0], total), min(now[1], goal))
             if bar:

@@ -8,7 +8,7 @@ from collections import Counter
 from dataclasses import asdict, dataclass
 from typing import Iterable
 
-from tfhelm.kube import CLUSTER_LABEL, ClusterObjects
+from tfhelm.kube import ClusterObjects
 from tfhelm.spec import ROLES
 from tfhelm.training import current_jobs, job_rows, training_state
 
@@ -131,22 +131,27 @@ def show(kube, namespace: str, name: str, installed, fmt: str, every_task: bool 
     from tfhelm.console import err
     from tfhelm.errors import SpecError
     from tfhelm.output import emit
-    from tfhelm.reaper import cluster_events
 
-    sel = f"{CLUSTER_LABEL}={name}"
-    jobs = kube.batch.list_namespaced_job(namespace, label_selector=sel).items
-    deployments = kube.apps.list_namespaced_deployment(namespace, label_selector=sel).items
+    jobs, deployments = kube.workloads(namespace, name)
     tasks = task_rows(kube.task_pods(namespace, name))
     if not (tasks or jobs or deployments or installed.ps or installed.workload):
         raise SpecError("NAME", f"no TF cluster '{name}' in namespace {namespace}", "see `tfhelm list -n NAMESPACE`")
     if installed.interrupted:
         err.print(installed.interrupted_line(), style="yellow", markup=False, highlight=False, soft_wrap=True)
-    events = cluster_events(kube, namespace, jobs)
+    events = job_events(kube, namespace, jobs)
     if fmt != "table":
         emit(report(namespace, name, tasks, jobs, deployments, events), fmt)
     else:
         print_table(namespace, name, tasks, jobs, deployments, events, every_task)
     return training_state(job_rows(jobs))
+
+
+def job_events(kube, namespace: str, jobs: list) -> list:
+    """The Events on a cluster's Jobs (the reaper records its decisions there): one small
+    list per Job."""
+    return [ev for job in jobs for ev in kube.listed(
+        f"/api/v1/namespaces/{namespace}/events",
+        fieldSelector=f"involvedObject.kind=Job,involvedObject.name={job.metadata.name}")]
 
 
 def print_table(namespace: str, name: str, tasks: list[TaskRow], jobs: list, deployments: list,

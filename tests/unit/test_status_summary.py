@@ -9,6 +9,7 @@ from datetime import datetime, timezone
 from kubernetes import client as k8s
 
 from tfhelm import progress, status, training
+from tfhelm.kube import JsonObject
 
 from .test_cli_output import job, ps
 
@@ -129,3 +130,21 @@ def test_a_job_row_reads_the_ready_counter():
                   status=k8s.V1JobStatus(ready=3, succeeded=1, active=3))
     row = training.job_row(j)
     assert (row.ready, row.succeeded, row.total) == (3, 1, 4)
+
+
+def test_json_objects_read_like_the_client_models():
+    """status and --wait read Jobs, Deployments and Events as JSON (no client models): the
+    same JobRow, PS count and reaper line as from the models."""
+    t0 = datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
+    j = job("m", "worker", total=4, succeeded=4, complete=True, created=t0)
+    j.status.conditions[0].last_transition_time = t0
+    j.status.completed_indexes, j.status.ready = "0-3", 0
+    j.metadata.annotations = {training.RUNS_ANNOTATION: "server"}
+    as_json = k8s.ApiClient().sanitize_for_serialization
+    assert training.job_row(JsonObject(as_json(j))) == training.job_row(j)
+    deps = [ps("m", 0), ps("m", 1, ready=0)]
+    assert status.ps_counts([JsonObject(as_json(d)) for d in deps]) == status.ps_counts(deps) == (2, 1)
+    ev = k8s.CoreV1Event(metadata=k8s.V1ObjectMeta(name="e", creation_timestamp=t0), reason="TFClusterReaped",
+                         message="done", last_timestamp=t0, involved_object=k8s.V1ObjectReference(kind="Job"))
+    assert status.reaper_lines([JsonObject(as_json(ev))]) == status.reaper_lines([ev]) == [
+        "reaper: 2026-01-02 03:04:05 TFClusterReaped: done"]

@@ -11,12 +11,12 @@ from typing import Optional
 import typer
 from rich.markup import escape
 
-from tfhelm import deploy, gitops, manifests, spec, status, training, users, uservalues
+from tfhelm import deploy, gitops, manifests, spec, status, users, uservalues
 from tfhelm.console import OneLineErrors, cli_errors, err, out
 from tfhelm.errors import SpecError, TrainingFailed
 from tfhelm.helm import Helm, run_sync
 from tfhelm.kube import CONTEXT_ENV, Kube, namespace_or_current
-from tfhelm.output import OutputOpt, check_format, emit, table
+from tfhelm.output import OutputOpt, check_format
 from tfhelm.values import ClusterOptions, generate_name, shape_of
 
 app = typer.Typer(help="Distributed TensorFlow on Kubernetes from a few parameters. Exit codes: "
@@ -174,35 +174,16 @@ def down(name: str = typer.Argument(..., help="Cluster name."), namespace: Optio
 @app.command("status")
 @cli_errors
 def status_(name: str = typer.Argument(..., help="Cluster name."),
-            namespace: Optional[str] = NamespaceOpt, output: str = OutputOpt):
+            namespace: Optional[str] = NamespaceOpt, output: str = OutputOpt,
+            tasks: bool = typer.Option(False, "--tasks", help=f"List every task (beyond {status.FULL_LISTING} "
+                                       "tasks the table shows counts per phase and the exceptions).")):
     """Tasks, Job progress and parameter-server state of a TF cluster (exit 1: training failed)."""
     fmt = check_format(output)
     ns = namespace_or_current(namespace)
     spec.validate_name(name, field="NAME")
     installed = run_sync(deploy.find(name, ns, Helm()))
-    kube = Kube()
-    objs = kube.objects(ns, name)
-    if not (objs.pods or objs.jobs or objs.deployments or installed.ps or installed.workload):
-        raise SpecError("NAME", f"no TF cluster '{name}' in namespace {ns}", "see `tfhelm list -n NAMESPACE`")
-    if installed.interrupted:
-        err.print(f"[yellow]{escape(installed.interrupted_line())}[/yellow]", highlight=False, soft_wrap=True)
-    from tfhelm.reaper import cluster_events
-
-    events = cluster_events(kube, ns, objs.jobs)
-    if fmt != "table":
-        emit(status.report(ns, name, objs, events), fmt)
-    else:
-        table(("TASK", "POD", "PHASE", "RESTARTS", "NODE"),
-              [(r.task, r.pod, r.phase, r.restarts, r.node) for r in status.task_rows(objs)],
-              title=f"TF cluster {ns}/{name}")
-        for j in training.job_rows(objs.jobs):
-            out.print(f"job {j.name}: {j.succeeded}/{j.total} succeeded, {j.failed} failed — {j.state}",
-                      markup=False, highlight=False)
-        out.print(f"parameter servers: {status.ps_state(objs)}", markup=False, highlight=False)
-        for line in status.reaper_lines(events):
-            out.print(line, markup=False, highlight=False, soft_wrap=True)
     # The same exit code whatever the format: a script reads it without parsing the report.
-    if training.training_done(training.job_rows(objs.jobs)) == "Failed":
+    if status.show(Kube(), ns, name, installed, fmt, every_task=tasks) == "Failed":
         raise typer.Exit(TrainingFailed.exit_code)
 
 

@@ -12,7 +12,7 @@ from kubernetes.client.rest import ApiException
 from urllib3.exceptions import HTTPError
 
 from tfhelm import status
-from tfhelm.kube import CLUSTER_LABEL, ClusterObjects, Kube
+from tfhelm.kube import Kube
 
 CONTAINER = "tensorflow"  # the task container of every role's pod
 Write = Callable[[str], None]
@@ -31,9 +31,8 @@ def prefixed(task: str, text: str, width: int = 0) -> list[str]:
 
 
 def tasks(kube: Kube, namespace: str, name: str) -> list[status.TaskRow]:
-    """The cluster's task pods (one list call: `follow` polls this)."""
-    pods = kube.core.list_namespaced_pod(namespace, label_selector=f"{CLUSTER_LABEL}={name}").items
-    return status.task_rows(ClusterObjects(pods=pods, jobs=[], deployments=[], pvcs=[]))
+    """The cluster's task pods (paged JSON: `follow` polls this)."""
+    return status.task_rows(kube.task_pods(namespace, name))
 
 
 def show(kube: Kube, namespace: str, name: str, write: Write, note: Write,

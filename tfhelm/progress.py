@@ -1,4 +1,6 @@
-"""Waiting on a TF cluster with visible progress (rich), polling the API once a second."""
+"""Waiting on a TF cluster with visible progress (rich), polling once a second. A poll reads
+the cluster's Jobs and PS Deployments only (their counters: ready, succeeded), so its cost
+does not grow with the number of workers; the pods are read once, at the end."""
 
 from __future__ import annotations
 
@@ -12,6 +14,18 @@ from tfhelm import status, training
 from tfhelm.errors import TimedOut
 from tfhelm.kube import Kube
 from tfhelm.spec import Shape
+
+JOB_ROLES = ("chief", "worker", "evaluator")
+
+
+def counts(jobs: list[training.JobRow], deployments: list, finishing: str) -> tuple[int, int]:
+    """(tasks started, `finishing` tasks succeeded) from the counters the controllers keep:
+    a Job task is started while its pod is ready or once it succeeded, a PS once its
+    Deployment has a ready replica. Only the current generation's Jobs count."""
+    current = training.current_jobs(jobs)
+    started = sum(min(j.ready + j.succeeded, j.total) for role, j in current.items() if role in JOB_ROLES)
+    finished = current.get(finishing)
+    return started + status.ps_counts(deployments)[1], finished.succeeded if finished else 0
 
 
 def wait_for_training(kube: Kube, namespace: str, name: str, shape: Shape, console: Console,
@@ -33,23 +47,20 @@ def wait_for_training(kube: Kube, namespace: str, name: str, shape: Shape, conso
             started = bar.add_task(started_text, total=total)
             done = bar.add_task(done_text, total=goal)
         while True:
-            objs = kube.objects(namespace, name)
-            live = {r.task for r in status.task_rows(objs) if r.phase in ("Running", "Succeeded")}
-            jobs = training.job_rows(objs.jobs)
-            current = training.current_jobs(jobs).get(finishing)  # not an old generation's Job
-            succeeded = current.succeeded if current else 0
-            counts = (min(len(live), total), min(succeeded, goal))
+            job_objects, deployments = kube.workloads(namespace, name)
+            jobs = training.job_rows(job_objects)
+            now = counts(jobs, deployments, finishing)
+            now = (min(now[0], total), min(now[1], goal))
             if bar:
-                bar.update(started, completed=counts[0])
-                bar.update(done, completed=counts[1])
-            elif counts != last:
-                console.print(f"{started_text}: {counts[0]}/{total}, {done_text}: {counts[1]}/{goal}",
+                bar.update(started, completed=now[0])
+                bar.update(done, completed=now[1])
+            elif now != last:
+                console.print(f"{started_text}: {now[0]}/{total}, {done_text}: {now[1]}/{goal}",
                               markup=False, highlight=False, soft_wrap=True)
-            last = counts
+            last = now
             outcome = training.training_done(jobs)
             if outcome:
-                return outcome, bool(objs.pods) and kube.simulated_nodes(objs.pods) == {
-                    p.spec.node_name for p in objs.pods if p.spec.node_name}
+                return outcome, kube.ran_only_on_simulated_nodes(namespace, name)
             if time.monotonic() > deadline:
                 raise TimedOut(f"{namespace}/{name}: training not finished after {timeout:.0f}s (--timeout)")
             time.sleep(poll)

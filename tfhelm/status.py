@@ -1,14 +1,23 @@
-"""What `tfhelm status` shows: pure functions over the cluster's objects."""
+"""What `tfhelm status` shows: pure functions over the cluster's objects, and `show`, which
+fetches them cheaply (pods as paged JSON, never decoded into client models) and prints them.
+A cluster of more than FULL_LISTING tasks is summarized: counts per phase, then the exceptions."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections import Counter
+from dataclasses import asdict, dataclass
+from typing import Iterable
 
 from tfhelm.kube import ClusterObjects
 from tfhelm.spec import ROLES
 from tfhelm.training import current_jobs, job_rows, training_state
 
 COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
+FULL_LISTING = 20  # up to this many tasks, the table lists every one
+EXCEPTIONS_SHOWN = 20  # beyond it, this many of the exceptions are listed
+HEALTHY = ("Running", "Succeeded")
+ROLE_ORDER = {"chief": 0, "worker": 1, "ps": 2, "evaluator": 3}
+PHASE_ORDER = ("Pending", "Running", "Succeeded", "Failed", "Terminating", "Unknown")
 
 
 @dataclass
@@ -18,33 +27,68 @@ class TaskRow:
     phase: str
     restarts: int
     node: str
+    reason: str = ""  # why a pod is not well (CrashLoopBackOff, ImagePullBackOff, Error, Evicted)
+
+    @property
+    def role(self) -> str:
+        return self.task.split(":")[0]
 
 
-def task_rows(objs: ClusterObjects) -> list[TaskRow]:
-    """One row per TF task's pod (the in-cluster reaper's pod is not a task)."""
-    rows = []
-    for pod in objs.pods:
-        labels, ann = pod.metadata.labels or {}, pod.metadata.annotations or {}
-        role = labels.get("tfhelm.io/role", "?")
-        if role not in ROLES:
-            continue
-        index = labels.get("tfhelm.io/task-index", ann.get(COMPLETION_INDEX, "?"))
-        restarts = sum(c.restart_count for c in (pod.status.container_statuses or []))
-        phase = "Terminating" if pod.metadata.deletion_timestamp else pod.status.phase
-        rows.append(TaskRow(f"{role}:{index}", pod.metadata.name, phase, restarts,
-                            pod.spec.node_name or "-"))
-    order = {"chief": 0, "worker": 1, "ps": 2, "evaluator": 3}
-    return sorted(rows, key=lambda r: (order.get(r.task.split(":")[0], 9),
-                                       int(r.task.split(":")[1]) if r.task.split(":")[1].isdigit() else 0,
-                                       r.pod))
+def task_row(pod: dict) -> TaskRow | None:
+    """A pod (the API's JSON) as a task row; None for a pod that is no TF task (the reaper)."""
+    meta, st = pod["metadata"], pod.get("status") or {}
+    labels, ann = meta.get("labels") or {}, meta.get("annotations") or {}
+    role = labels.get("tfhelm.io/role", "?")
+    if role not in ROLES:
+        return None
+    index = labels.get("tfhelm.io/task-index", ann.get(COMPLETION_INDEX, "?"))
+    containers = st.get("containerStatuses") or []
+    phase = "Terminating" if meta.get("deletionTimestamp") else st.get("phase") or "Unknown"
+    return TaskRow(f"{role}:{index}", meta["name"], phase, sum(c.get("restartCount", 0) for c in containers),
+                   (pod.get("spec") or {}).get("nodeName") or "-", _reason(st, containers))
 
 
-def ps_state(objs: ClusterObjects) -> str:
-    ps = [d for d in objs.deployments if (d.metadata.labels or {}).get("tfhelm.io/role") == "ps"]
-    if not ps:
+def _reason(st: dict, containers: list[dict]) -> str:
+    """kubectl's STATUS when it is not the phase: a container waiting or terminated with a
+    reason, else the pod's own reason."""
+    for c in containers:
+        for state in ("waiting", "terminated"):
+            why = ((c.get("state") or {}).get(state) or {}).get("reason")
+            if why and why != "Completed":
+                return why
+    return st.get("reason") or ""
+
+
+def task_rows(pods: Iterable[dict]) -> list[TaskRow]:
+    """One row per TF task's pod, in task order (the in-cluster reaper's pod is no task)."""
+    rows = [r for r in map(task_row, pods) if r is not None]
+
+    def order(r: TaskRow):
+        index = r.task.split(":")[1]
+        return ROLE_ORDER.get(r.role, 9), int(index) if index.isdigit() else 0, r.pod
+    return sorted(rows, key=order)
+
+
+def phase_counts(rows: list[TaskRow]) -> dict[str, dict[str, int]]:
+    """{role: {phase: tasks}}, roles in task order, phases in lifecycle order."""
+    counts: dict[str, Counter] = {}
+    for r in rows:
+        counts.setdefault(r.role, Counter())[r.phase] += 1
+    rank = {p: i for i, p in enumerate(PHASE_ORDER)}
+    return {role: {p: n for p, n in sorted(c.items(), key=lambda pn: (rank.get(pn[0], len(rank)), pn[0]))}
+            for role, c in counts.items()}
+
+
+def exceptions(rows: list[TaskRow]) -> list[TaskRow]:
+    """The tasks worth a look: not Running or Succeeded, or restarted."""
+    return [r for r in rows if r.phase not in HEALTHY or r.restarts]
+
+
+def ps_state(deployments: list) -> str:
+    total, ready = ps_counts(deployments)
+    if not total:
         return "no parameter servers (none configured, or reaped)"
-    ready = sum(d.status.ready_replicas or 0 for d in ps)
-    return f"{len(ps)} parameter server(s), {ready} ready: they run until reaped (`tfhelm reap`, or `tfhelm down`)"
+    return f"{total} parameter server(s), {ready} ready: they run until reaped (`tfhelm reap`, or `tfhelm down`)"
 
 
 def reaper_lines(events: list) -> list[str]:
@@ -58,25 +102,99 @@ def reaper_lines(events: list) -> list[str]:
     return [line for _, line in sorted(rows, key=lambda r: r[0])]
 
 
-def ps_counts(objs: ClusterObjects) -> tuple[int, int]:
-    """(parameter servers, ready ones)."""
-    ps = [d for d in objs.deployments if (d.metadata.labels or {}).get("tfhelm.io/role") == "ps"]
+def ps_counts(deployments: list) -> tuple[int, int]:
+    """(parameter servers, ready ones) among a cluster's Deployments (V1Deployment)."""
+    ps = [d for d in deployments if (d.metadata.labels or {}).get("tfhelm.io/role") == "ps"]
     return len(ps), sum(d.status.ready_replicas or 0 for d in ps)
 
 
-def report(namespace: str, name: str, objs: ClusterObjects, events: list) -> dict:
-    """Everything `tfhelm status` shows, as plain data (for `-o json|yaml`)."""
-    jobs = job_rows(objs.jobs)
-    total, ready = ps_counts(objs)
+def report(namespace: str, name: str, tasks: list[TaskRow], jobs: list, deployments: list,
+           events: list) -> dict:
+    """Everything `tfhelm status` shows, as plain data (for `-o json|yaml`): every task,
+    whatever the cluster's size, for scripts."""
+    rows = job_rows(jobs)
+    total, ready = ps_counts(deployments)
     return {
-        "namespace": namespace, "cluster": name, "training": training_state(jobs),
-        "tasks": [{"task": r.task, "pod": r.pod, "phase": r.phase, "restarts": r.restarts,
-                   "node": r.node} for r in task_rows(objs)],
+        "namespace": namespace, "cluster": name, "training": training_state(rows),
+        "tasks": [asdict(t) for t in tasks],
+        "phases": phase_counts(tasks),
         "jobs": [{"role": j.role, "name": j.name, "succeeded": j.succeeded, "failed": j.failed,
-                  "total": j.total, "state": j.state} for j in jobs],
+                  "total": j.total, "state": j.state} for j in rows],
         "parameterServers": {"total": total, "ready": ready},
         "reaper": reaper_lines(events),
     }
+
+
+def show(kube, namespace: str, name: str, installed, fmt: str, every_task: bool = False) -> str:
+    """`tfhelm status`: fetch, then print as `fmt` (table, json, yaml). Returns the training
+    state (Complete, Failed, Running, Serving): the command's exit code depends on it."""
+    from tfhelm.console import err
+    from tfhelm.errors import SpecError
+    from tfhelm.output import emit
+
+    jobs, deployments = kube.workloads(namespace, name)
+    tasks = task_rows(kube.task_pods(namespace, name))
+    if not (tasks or jobs or deployments or installed.ps or installed.workload):
+        raise SpecError("NAME", f"no TF cluster '{name}' in namespace {namespace}", "see `tfhelm list -n NAMESPACE`")
+    if installed.interrupted:
+        err.print(installed.interrupted_line(), style="yellow", markup=False, highlight=False, soft_wrap=True)
+    events = job_events(kube, namespace, jobs)
+    if fmt != "table":
+        emit(report(namespace, name, tasks, jobs, deployments, events), fmt)
+    else:
+        print_table(namespace, name, tasks, jobs, deployments, events, every_task)
+    return training_state(job_rows(jobs))
+
+
+def job_events(kube, namespace: str, jobs: list) -> list:
+    """The Events on a cluster's Jobs (the reaper records its decisions there): one small
+    list per Job."""
+    return [ev for job in jobs for ev in kube.listed(
+        f"/api/v1/namespaces/{namespace}/events",
+        fieldSelector=f"involvedObject.kind=Job,involvedObject.name={job.metadata.name}")]
+
+
+def print_table(namespace: str, name: str, tasks: list[TaskRow], jobs: list, deployments: list,
+                events: list, every_task: bool = False) -> None:
+    """The people's view: every task of a small cluster (or with `every_task`); of a larger
+    one the Jobs, the tasks per role and phase, and the exceptions (bounded)."""
+    from tfhelm.console import out
+    from tfhelm.output import table
+
+    rows = job_rows(jobs)
+
+    def line(text: str) -> None:
+        out.print(text, markup=False, highlight=False, soft_wrap=True)
+
+    def task_table(shown: list[TaskRow], title: str = "") -> None:
+        table(("TASK", "POD", "PHASE", "RESTARTS", "NODE"),
+              [(r.task, r.pod, f"{r.phase} ({r.reason})" if r.reason else r.phase, r.restarts, r.node)
+               for r in shown], title=title)
+
+    title = f"TF cluster {namespace}/{name}"
+    summarize = len(tasks) > FULL_LISTING and not every_task
+    if not summarize:
+        task_table(tasks, title)
+    for j in rows:
+        line(f"job {j.name}: {j.succeeded}/{j.total} succeeded, {j.failed} failed — {j.state}")
+    if summarize:
+        counts = phase_counts(tasks)
+        phases = [p for p in PHASE_ORDER if any(p in c for c in counts.values())]
+        phases += sorted({p for c in counts.values() for p in c} - set(phases))
+        table(("ROLE", "TASKS", *(p.upper() for p in phases)),
+              [(role, sum(c.values()), *(c.get(p, "") for p in phases)) for role, c in counts.items()],
+              title=f"{title}: {len(tasks)} tasks")
+        odd = exceptions(tasks)
+        if odd:
+            more = f", the first {EXCEPTIONS_SHOWN} below" if len(odd) > EXCEPTIONS_SHOWN else ""
+            line(f"{len(odd)} of {len(tasks)} tasks not Running or Succeeded, or restarted{more} "
+                 "(--tasks lists every task):")
+            task_table(odd[:EXCEPTIONS_SHOWN])
+        else:
+            line(f"all {len(tasks)} tasks Running or Succeeded, none restarted (--tasks lists every task)")
+    line(f"parameter servers: {ps_state(deployments)}")
+    for text in reaper_lines(events):
+        line(text)
 
 
 @dataclass
@@ -104,7 +222,7 @@ def cluster_rows(jobs: list, deployments: list) -> list[ClusterRow]:
         jrows = job_rows(objs.jobs)
         current = current_jobs(jrows)  # during an upgrade the old generation's Jobs linger
         worker = current.get("worker")
-        total, ready = ps_counts(objs)
+        total, ready = ps_counts(objs.deployments)
         rows.append(ClusterRow(ns, name, f"{worker.succeeded}/{worker.total}" if worker else "-",
                                f"{ready}/{total}", "chief" in current, training_state(jrows)))
     return rows

@@ -32,6 +32,7 @@ class JobRow:
     runs_server: bool = False  # its pods serve forever (in-graph workers): stopped on reap
     created_at: datetime | None = None
     deleting: bool = False  # an old generation's Job on its way out (upgrade, rollback)
+    ready: int = 0  # pods running and ready (the Job controller counts them: no pod list)
 
 
 def job_rows(jobs) -> list[JobRow]:
@@ -55,7 +56,8 @@ def job_row(job) -> JobRow:
                   uid=meta.uid or "", finished_at=finished, reason=reason,
                   completed_indexes=st.completed_indexes or "", failed_indexes=st.failed_indexes or "",
                   suspended=bool(job.spec.suspend), runs_server=_runs_server(job),
-                  created_at=meta.creation_timestamp, deleting=bool(meta.deletion_timestamp))
+                  created_at=meta.creation_timestamp, deleting=bool(meta.deletion_timestamp),
+                  ready=st.ready or 0)
 
 
 def _runs_server(job) -> bool:

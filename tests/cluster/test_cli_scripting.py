@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 
@@ -84,3 +85,82 @@ def test_logs_covers_every_task_in_status_order(namespace):
     assert "Traceback" not in res.stderr
     missing = tfhelm("logs", "nope", "-n", namespace, code=2)
     assert "no task pods of TF cluster 'nope'" in missing.stderr
+
+
+SLOW = {"worker": {"podAnnotations": {"tfhelm.io/kwok-complete-after": "1h"}}}  # Running until patched
+NO_STORAGE = {"storage": {"data": {"enabled": False}, "logs": {"enabled": False}}}
+
+
+def values_files(tmp_path, *values: dict) -> list[str]:
+    """`-f FILE` per values dict (later ones win, as with helm)."""
+    args = []
+    for i, v in enumerate(values):
+        (tmp_path / f"values-{i}.yaml").write_text(yaml.safe_dump(v))
+        args += ["-f", str(tmp_path / f"values-{i}.yaml")]
+    return args
+
+
+def test_up_wait_reports_the_outcome_and_that_kwok_ran_the_pods(namespace, tmp_path):
+    """`up --wait` follows the Jobs' counters (one plain line per change on a pipe) and never
+    claims a training the simulated nodes did not run; a failed training is exit 1."""
+    ok = tfhelm("up", "--name", "ok", "-n", namespace, "--workers", "3", "--ps", "1", "--wait",
+                "--timeout", "180", *values_files(tmp_path, NO_STORAGE))
+    progress = [ln for ln in ok.stderr.splitlines() if ln.startswith(f"tasks of {namespace}/ok started: ")]
+    assert progress and progress[-1].endswith(", worker tasks succeeded: 3/3"), ok.stderr
+    assert all(a != b for a, b in zip(progress, progress[1:]))  # a line per change, not per poll
+    assert "Jobs complete on simulated (kwok) nodes: no container ran, nothing was trained" in ok.stderr
+    assert "training complete" not in ok.stderr
+
+    failing = {"worker": {"backoffLimitPerIndex": 0, "podLabels": {"tfhelm.io/kwok-fail": "true"}}}
+    bad = tfhelm("up", "--name", "bad", "-n", namespace, "--workers", "2", "--ps", "0", "--wait",
+                 "--timeout", "180", *values_files(tmp_path, NO_STORAGE, failing), code=1)
+    assert "Jobs failed on simulated (kwok) nodes: no container ran, nothing was trained" in bad.stderr
+    assert "worker tasks succeeded: 0/2" in bad.stderr
+
+
+def plain_table(lines: list[str], header: str) -> list[dict]:
+    """The task or role rows under a plain-columns header line starting with `header`
+    (cells may be blank, so they are cut at the header's column offsets)."""
+    at = next(i for i, ln in enumerate(lines) if ln.startswith(header + " "))
+    names = lines[at].split()
+    starts = [lines[at].index(f" {n} " if i < len(names) - 1 else f" {n}") + 1 if i else 0
+              for i, n in enumerate(names)]
+    rows = []
+    for ln in lines[at + 1:]:
+        if not re.match(r"(chief|worker|ps|evaluator)(:\d+)? ", ln):
+            break
+        rows.append({n: ln[a:b].strip() for n, a, b in zip(names, starts, starts[1:] + [len(ln)])})
+    return rows
+
+
+def test_status_summarizes_a_cluster_larger_than_the_full_listing(namespace, core, tmp_path):
+    """Beyond 20 tasks the table shows the Jobs, the tasks per role and phase, then only the
+    exceptions; `--tasks` and `-o json` still list every task."""
+    once = {"worker": {"backoffLimitPerIndex": 0}}  # the failed task stays failed: no replacement pod
+    tfhelm("up", "--name", "big", "-n", namespace, "--workers", "24", "--ps", "1",
+           *values_files(tmp_path, NO_STORAGE, SLOW, once))
+    sel = "tfhelm.io/cluster=big,tfhelm.io/role=worker"
+    running = wait_for(lambda: (lambda ps: ps if len(ps) == 24 else None)(
+        [p for p in core.list_namespaced_pod(namespace, label_selector=sel).items if p.status.phase == "Running"]),
+        90, what="24 running workers")
+    victim = next(p for p in running if p.metadata.annotations["batch.kubernetes.io/job-completion-index"] == "7")
+    core.patch_namespaced_pod(victim.metadata.name, namespace, {"metadata": {
+        "labels": {"tfhelm.io/kwok-fail": "true"}, "annotations": {"tfhelm.io/kwok-complete-after": "100ms"}}})
+    wait_for(lambda: core.read_namespaced_pod(victim.metadata.name, namespace).status.phase == "Failed", 60,
+             what="worker 7 failed")
+
+    lines = tfhelm("status", "big", "-n", namespace).stdout.splitlines()
+    assert lines[0].startswith(f"job {job_of(namespace, 'big', 'worker')}: 0/24 succeeded, 1 failed"), lines
+    counts = {r["ROLE"]: r for r in plain_table(lines, "ROLE")}
+    assert counts["worker"]["FAILED"] == "1" and counts["ps"]["RUNNING"] == "1", lines
+    odd = plain_table(lines, "TASK")
+    assert [(r["TASK"], r["POD"], r["PHASE"].split()[0]) for r in odd] == [
+        ("worker:7", victim.metadata.name, "Failed")], lines  # the healthy tasks are only counted
+    assert any(ln.startswith("parameter servers: 1 parameter server(s)") for ln in lines)
+
+    every = tfhelm("status", "big", "-n", namespace, "--tasks").stdout.splitlines()
+    tasks = plain_table(every, "TASK")
+    assert {r["TASK"] for r in tasks} == {f"worker:{i}" for i in range(24)} | {"ps:0"}
+    report = json.loads(tfhelm("status", "big", "-n", namespace, "-o", "json").stdout)
+    assert sorted((t["task"], t["pod"]) for t in report["tasks"]) == sorted((r["TASK"], r["POD"]) for r in tasks)
+    assert report["phases"]["worker"]["Failed"] == 1 and report["training"] == "Running"

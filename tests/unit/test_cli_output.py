@@ -19,7 +19,7 @@ from tfhelm import gitops, logs, status
 from tfhelm.cli import app
 from tfhelm.deploy import plan
 from tfhelm.errors import SpecError
-from tfhelm.kube import ClusterObjects, current_namespace, load_config
+from tfhelm.kube import current_namespace, load_config
 from tfhelm.output import plain_columns
 from tfhelm.values import ClusterOptions
 
@@ -47,9 +47,9 @@ def ps(cluster, i, ns="team-a", ready=1):
 
 
 def pod(name, role, index, phase="Running"):
-    return k8s.V1Pod(metadata=k8s.V1ObjectMeta(
-        name=name, labels={"tfhelm.io/role": role, "tfhelm.io/task-index": str(index)}),
-        spec=k8s.V1PodSpec(containers=[], node_name="n1"), status=k8s.V1PodStatus(phase=phase))
+    """A pod as the API's JSON (what `Kube.task_pods` yields)."""
+    return {"metadata": {"name": name, "labels": {"tfhelm.io/role": role, "tfhelm.io/task-index": str(index)}},
+            "spec": {"nodeName": "n1"}, "status": {"phase": phase}}
 
 
 def test_plain_columns_keep_long_names_whole():
@@ -84,11 +84,13 @@ def test_cluster_rows_count_the_current_generation():
 
 
 def test_status_report_is_plain_data():
-    objs = ClusterObjects(pods=[pod("m-worker-0-x", "worker", 0), pod("m-ps-0-y", "ps", 0)],
-                          jobs=[job("m", "worker")], deployments=[ps("m", 0)], pvcs=[])
-    data = status.report("team-a", "m", objs, [])
+    tasks = status.task_rows([pod("m-ps-0-y", "ps", 0), pod("m-worker-0-x", "worker", 0)])
+    data = status.report("team-a", "m", tasks, [job("m", "worker")], [ps("m", 0)], [])
     assert json.loads(json.dumps(data)) == data
     assert [t["task"] for t in data["tasks"]] == ["worker:0", "ps:0"]
+    assert data["tasks"][0] == {"task": "worker:0", "pod": "m-worker-0-x", "phase": "Running", "restarts": 0,
+                                "node": "n1", "reason": ""}
+    assert data["phases"] == {"worker": {"Running": 1}, "ps": {"Running": 1}}
     assert data["parameterServers"] == {"total": 1, "ready": 1}
     assert data["training"] == "Running" and data["jobs"][0]["name"] == "m-worker"
 

@@ -26,7 +26,7 @@ from the Job's end as the API server recorded it, so a reaper killed at any poin
 restarted reaches the same end state, at the same time.
 """
 
-from tfhelm.reaper.client import (Gone, KubeReapClient, ReapClient, cluster_events, forbidden,
+from tfhelm.reaper.client import (Gone, KubeReapClient, ReapClient, forbidden,
                                   ok_if_missing)
 from tfhelm.reaper.loop import WATCH_SECONDS, Reaper
 from tfhelm.reaper.rules import (DEFAULT_GRACE, EVENT_SOURCE, GRACE, KEEP, POLICIES, REAP,
@@ -38,5 +38,5 @@ __all__ = [
     "DEFAULT_GRACE", "EVENT_SOURCE", "GRACE", "KEEP", "POLICIES", "REAP", "REASON_KEPT",
     "REASON_REAPED", "REASON_REAPING", "TIMESTAMP_RESOLUTION", "WAIT", "WATCH_SECONDS",
     "Decision", "Gone", "KubeReapClient", "ReapClient", "ReapConfig", "Reaper", "Result",
-    "cluster_events", "config_from_values", "decide", "event_name", "forbidden", "ok_if_missing",
+    "config_from_values", "decide", "event_name", "forbidden", "ok_if_missing",
 ]

@@ -150,11 +150,3 @@ def ok_if_missing(fn, *args, **kwargs) -> bool:
             return False
         raise
 
-
-def cluster_events(kube, namespace: str, jobs: list) -> list:
-    """The Events on a cluster's Jobs (for `tfhelm status`): one small list per Job."""
-    events = []
-    for job in jobs:
-        sel = f"involvedObject.kind=Job,involvedObject.name={job.metadata.name}"
-        events += kube.core.list_namespaced_event(namespace, field_selector=sel).items
-    return events

@@ -14,7 +14,7 @@ from rich.markup import escape
 from tfhelm import deploy, gitops, manifests, spec, status, training, users, uservalues
 from tfhelm.console import OneLineErrors, cli_errors, err, out
 from tfhelm.errors import SpecError, TrainingFailed
-from tfhelm.helm import Helm, run_sync
+from tfhelm.helm import Helm
 from tfhelm.kube import CONTEXT_ENV, Kube, namespace_or_current
 from tfhelm.output import OutputOpt, check_format, emit, table
 from tfhelm.values import ClusterOptions, generate_name, shape_of
@@ -123,12 +123,11 @@ def up(name: Optional[str] = typer.Option(None, "--name", help="Cluster name (de
     p = deploy.plan(opts)
     helm = Helm()
     if dry_run:
-        out.print(deploy.manifests_yaml(run_sync(deploy.render(p, helm))), end="", markup=False,
+        out.print(deploy.manifests_yaml(deploy.render(p, helm)), end="", markup=False,
                   highlight=False, soft_wrap=True)
         return
     kube = Kube()
-    run_sync(deploy.up(p, helm, kube, notify=lambda m: err.print(f"[dim]•[/dim] {escape(m)}"),
-                       replace=replace))
+    deploy.up(p, helm, kube, notify=lambda m: err.print(f"[dim]•[/dim] {escape(m)}"), replace=replace)
     s = p.shape
     err.print(f"[green]✓[/green] TF cluster [bold]{p.namespace}/{p.name}[/bold]: {s.workers} worker(s), "
               f"{s.ps} PS{', chief' if s.chief else ''}{', evaluator' if s.evaluator else ''}"
@@ -164,8 +163,8 @@ def down(name: str = typer.Argument(..., help="Cluster name."), namespace: Optio
     """Uninstall a TF cluster (both releases). Data, logs and checkpoints stay unless --purge."""
     ns = namespace_or_current(namespace)
     spec.validate_name(name, field="NAME")
-    found = run_sync(deploy.down(name, ns, Helm(), Kube(), purge=purge,
-                                 notify=lambda m: err.print(f"[dim]•[/dim] {escape(m)}")))
+    found = deploy.down(name, ns, Helm(), Kube(), purge=purge,
+                        notify=lambda m: err.print(f"[dim]•[/dim] {escape(m)}"))
     if not found:
         raise SpecError("NAME", f"no TF cluster '{name}' in namespace {ns}", "see `tfhelm list -n NAMESPACE`")
     if not purge:
@@ -180,7 +179,7 @@ def status_(name: str = typer.Argument(..., help="Cluster name."),
     fmt = check_format(output)
     ns = namespace_or_current(namespace)
     spec.validate_name(name, field="NAME")
-    installed = run_sync(deploy.find(name, ns, Helm()))
+    installed = deploy.find(name, ns, Helm())
     kube = Kube()
     objs = kube.objects(ns, name)
     if not (objs.pods or objs.jobs or objs.deployments or installed.ps or installed.workload):
@@ -233,7 +232,7 @@ def render(name: str = typer.Argument(..., help="Cluster name."),
     if values_only:
         text = gitops.values_yaml(p, one=one_release)
     else:
-        text = deploy.manifests_yaml(run_sync(deploy.render(p, Helm())))
+        text = deploy.manifests_yaml(deploy.render(p, Helm()))
     out.print(text, end="", markup=False, highlight=False, soft_wrap=True)
 
 
@@ -261,7 +260,7 @@ def tfconfig(name: str = typer.Argument(..., help="Cluster name."),
                                       None, values_files, flags, None)).values
         cluster, _ = manifests.cluster_config(manifests.render(values, name, ns))
     else:
-        cluster, values = run_sync(deploy.cluster_config(name, ns, Helm()))
+        cluster, values = deploy.cluster_config(name, ns, Helm())
     if client:
         cluster = spec.with_client(cluster, client)
     else:

@@ -13,9 +13,9 @@ _VAR_REF = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_.\-]*)\)")
 
 def render(values: dict, release: str, namespace: str, chart: str = "tf-cluster") -> list[dict]:
     """`helm template` of a chart (schema, templates and `fail`s are the real ones)."""
-    from tfhelm.helm import Helm, run_sync
+    from tfhelm.helm import Helm
 
-    return run_sync(Helm().template(release, values, namespace, chart=chart))
+    return Helm().template(release, values, namespace, chart=chart)
 
 
 def expand_env(env: list[dict], field_values: dict[str, str]) -> dict[str, str]:

@@ -26,7 +26,7 @@ from typer.testing import CliRunner
 from tfhelm import deploy
 from tfhelm.chart import chart_path, default_values
 from tfhelm.cli import app
-from tfhelm.helm import Helm, helm_executable, run_sync
+from tfhelm.helm import Helm, helm_executable
 from tfhelm.values import ClusterOptions
 
 from .conftest import wait_for
@@ -281,7 +281,7 @@ def ps_release_only(ns: str, name: str) -> None:
     p = deploy.plan(ClusterOptions(name=name, namespace=ns, workers=2, ps=1,
                                    value_files=[{"storage": {"data": {"enabled": False}, "logs": {"enabled": False}}}]))
     ps = p.releases[0]
-    run_sync(Helm().install_or_upgrade(ps.name, ps.values, ns))
+    Helm().install_or_upgrade(ps.name, ps.values, ns)
 
 
 def releases(ns: str) -> list[str]:

@@ -59,11 +59,11 @@ def _remove_interrupted(name: str, namespace: str) -> bool:
     """A release NAME-ps from another chart is refused (exit 2); an interrupted install (a PS
     release without workload release or Jobs: nothing trains) is removed at once."""
     from tfhelm import deploy
-    from tfhelm.helm import Helm, run_sync
+    from tfhelm.helm import Helm
 
     helm = Helm()
-    found = run_sync(deploy.find(name, namespace, helm))
-    if found.interrupted and run_sync(deploy.remove_interrupted(name, namespace, helm, Kube())):
+    found = deploy.find(name, namespace, helm)
+    if found.interrupted and deploy.remove_interrupted(name, namespace, helm, Kube()):
         err.print(f"[green]✓[/green] reaped {escape(f'{namespace}/{name}')}: interrupted install, "
                   f"uninstalled release {escape(spec.ps_release(name))} (no workload release, no Jobs)",
                   highlight=False, soft_wrap=True)

@@ -11,7 +11,7 @@ from rich.table import Table
 from tfhelm import deploy, users, userenv
 from tfhelm.console import cli_errors, err, out
 from tfhelm.errors import SpecError
-from tfhelm.helm import Helm, run_sync
+from tfhelm.helm import Helm
 from tfhelm.kube import Kube
 
 app = typer.Typer(help="Users' workspaces: Jupyter, TensorBoard and a code server, a namespace each.",
@@ -43,12 +43,12 @@ def add(name: str = NameArg,
     opts = users.UserOptions(name, storage_class, quota_cpu, quota_memory, node_port,
                              tensorboard_node_port)
     if dry_run:
-        manifests = run_sync(userenv.render(opts, Helm()))
+        manifests = userenv.render(opts, Helm())
         out.print(deploy.manifests_yaml({users.RELEASE: manifests}), end="", markup=False,
                   highlight=False, soft_wrap=True)
         return
     kube = Kube()
-    run_sync(userenv.add(opts, Helm(), kube, notify=_notify))
+    userenv.add(opts, Helm(), kube, notify=_notify)
     ns = users.user_namespace(name)
     with err.status("waiting for the workspace to start") as spinner:
         waiting = userenv.wait_ready(name, kube, timeout,
@@ -94,8 +94,7 @@ def remove(name: str = NameArg,
            purge: bool = typer.Option(False, "--purge", help="Also delete the namespace with the "
                                       "code, logs and data volumes and any TF clusters in it.")):
     """Remove a user's workspace and login token; volumes stay unless --purge."""
-    found = run_sync(userenv.remove(users.validate_user(name), Helm(), Kube(), purge=purge,
-                                    notify=_notify))
+    found = userenv.remove(users.validate_user(name), Helm(), Kube(), purge=purge, notify=_notify)
     if not found:
         raise SpecError("NAME", f"no user '{name}'", "see `tfhelm user list`")
     if not purge:

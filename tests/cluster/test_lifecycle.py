@@ -314,7 +314,8 @@ def test_an_interrupted_install_is_shown_and_finished_or_removed(namespace, batc
 def test_commands_touch_only_tf_cluster_releases(namespace, tmp_path):
     chart = tmp_path / "other"
     (chart / "templates").mkdir(parents=True)
-    (chart / "Chart.yaml").write_text("apiVersion: v2\nname: other\nversion: 1.0.0\n")
+    # A pre-release version: the chart's name is "other", not what precedes the last "-".
+    (chart / "Chart.yaml").write_text("apiVersion: v2\nname: other\nversion: 1.0.0-rc.1\n")
     (chart / "templates" / "cm.yaml").write_text(
         "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}\ndata: {a: b}\n")
     helm("install", "ws", str(chart), "-n", namespace)

@@ -29,7 +29,7 @@ INSTANCE = f"app.kubernetes.io/instance={users.RELEASE}"
 def tfhelm(*args: str, code: int = 0, kubeconfig: Path | None = None) -> subprocess.CompletedProcess:
     """The real CLI in its own process, as people run it (output, exit code, KUBECONFIG)."""
     env = {**os.environ, **({"KUBECONFIG": str(kubeconfig)} if kubeconfig else {})}
-    result = subprocess.run([sys.executable, "-m", "tfhelm.cli", *args], env=env, timeout=600,
+    result = subprocess.run([sys.executable, "-m", "tfhelm", *args], env=env, timeout=600,
                             capture_output=True, text=True)
     assert result.returncode == code, result.stdout + result.stderr
     return result

@@ -13,6 +13,7 @@ TFHELM_CACHE := $(shell TFHELM_CACHE_DIR='$(TFHELM_CACHE_DIR)' hack/cache-dir.sh
 VENV   := $(CURDIR)/.venv
 PY     := $(VENV)/bin/python
 PYTEST := $(PY) -m pytest
+TFHELM := $(VENV)/bin/tfhelm
 export PATH := $(BIN):$(VENV)/bin:$(PATH)
 export GOTOOLCHAIN := local
 
@@ -61,5 +62,5 @@ demo: install testenv node images ## The main job, for real: 8 workers and 2 PS 
 	hack/demo.sh
 
 clean: ## Stop the local cluster, remove build outputs (the per-user binary cache stays)
-	-[ -x $(PY) ] && $(PY) -m tfhelm.localcluster down
+	-[ -x $(TFHELM) ] && $(TFHELM) cluster down
 	rm -rf $(BIN) $(VENV) .pytest_cache .tfhelm $(DIST)

@@ -39,7 +39,7 @@ sys.path.insert(0, str(REPO))
 from kubernetes import client, watch  # noqa: E402
 
 from tfhelm import deploy, localcluster  # noqa: E402
-from tfhelm.helm import Helm, helm_executable, run_sync  # noqa: E402
+from tfhelm.helm import Helm, helm_executable  # noqa: E402
 from tfhelm.kube import Kube, load_config  # noqa: E402
 from tfhelm.reaper import KubeReapClient, ReapConfig, Reaper  # noqa: E402
 from tfhelm.values import ClusterOptions  # noqa: E402
@@ -169,7 +169,7 @@ def run_once(admin: client.ApiClient, clusters: int, workers: int, grace: float,
         helm = Helm()
         for name in names:
             opts = ClusterOptions(name=name, namespace=ns, workers=workers, ps=1, value_files=[VALUES])
-            run_sync(deploy.up(deploy.plan(opts), helm, Kube(admin)))
+            deploy.up(deploy.plan(opts), helm, Kube(admin))
         running = lambda role, n: len([p for p in core.list_namespaced_pod(  # noqa: E731
             ns, label_selector=f"tfhelm.io/role={role}").items if p.status.phase == "Running"]) == n
         wait(lambda: running("ps", clusters) and running("worker", clusters * workers), 300, "pods running")

@@ -58,10 +58,10 @@ $(KWOK_STAGES): mk/versions.mk $(TESTENV)/stages/kustomization.yaml | $(BIN)/kub
 	mkdir -p "$$cache"; cp "$$tmp/stages.yaml" "$$cache/kwok-stages.yaml"; mv "$$tmp/stages.yaml" $@
 
 cluster: testenv node images $(VENV)/.installed ## Start the local cluster (a real node, kwok nodes); prints `export KUBECONFIG=...`
-	$(PY) -m tfhelm.localcluster up
+	$(TFHELM) cluster up
 
 cluster-down: ## Stop the local cluster; leaves no process behind
-	$(PY) -m tfhelm.localcluster down
+	$(TFHELM) cluster down
 
 cluster-status: ## Show the local cluster
-	$(PY) -m tfhelm.localcluster status
+	$(TFHELM) cluster status

@@ -1,5 +1,5 @@
 """`python -m tfhelm`: the same CLI as the `tfhelm` command."""
 
-from tfhelm.cli import main
+from tfhelm.cli import app
 
-main()
+app(prog_name="tfhelm")

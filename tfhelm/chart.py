@@ -8,7 +8,7 @@ import os
 from functools import cache
 from pathlib import Path
 
-import yaml
+from tfhelm import yamlio
 
 
 def charts_dir() -> Path:
@@ -40,7 +40,7 @@ def chart_digest(chart: str = "tf-cluster", root: Path | None = None) -> str:
 
 
 def chart_version(chart: str = "tf-cluster") -> str:
-    return yaml.safe_load((chart_path(chart) / "Chart.yaml").read_text())["version"]
+    return yamlio.load((chart_path(chart) / "Chart.yaml").read_text())["version"]
 
 
 def chart_path(chart: str = "tf-cluster") -> Path:
@@ -49,7 +49,7 @@ def chart_path(chart: str = "tf-cluster") -> Path:
 
 @cache
 def _defaults(chart: str) -> dict:
-    return yaml.safe_load((chart_path(chart) / "values.yaml").read_text())
+    return yamlio.load((chart_path(chart) / "values.yaml").read_text())
 
 
 def default_values(chart: str = "tf-cluster") -> dict:

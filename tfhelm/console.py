@@ -21,6 +21,18 @@ out = Console()  # results (manifests, JSON, export lines) go to stdout, so they
 err = Console(stderr=True)  # progress, notes and errors
 
 
+def write(text: str) -> None:
+    """Machine-made text (YAML or JSON, whose emitters escape control characters) to stdout
+    as it is: rich's rendering would cost 0.2 s on the manifest of 10,000 workers."""
+    out.file.write(text)
+    out.file.flush()
+
+
+def note(message: str) -> None:
+    """One step of a command's progress, as a dim bullet on stderr."""
+    err.print(f"[dim]•[/dim] {escape(message)}")
+
+
 def fail_line(message: str) -> None:
     err.print(f"[red]error:[/red] {escape(message)}", highlight=False, soft_wrap=True)
 

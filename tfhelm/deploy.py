@@ -13,15 +13,15 @@ release without its workload: `find()` reports it as interrupted, and `up` (agai
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
-import yaml
-
-from tfhelm import manifests, spec, training
+from tfhelm import manifests, spec, training, yamlio
 from tfhelm.errors import SpecError, UsageError
-from tfhelm.helm import Helm
-from tfhelm.kube import Kube
 from tfhelm.values import ClusterOptions, ClusterValues, cluster_values
+
+if TYPE_CHECKING:  # the clients are passed in; importing them costs the kubernetes client
+    from tfhelm.helm import Helm
+    from tfhelm.kube import Kube
 
 
 @dataclass
@@ -53,14 +53,14 @@ def plan(opts: ClusterOptions) -> Plan:
     return Plan(opts.name, opts.namespace, values, releases, normalized)
 
 
-async def render(p: Plan, helm: Helm) -> dict[str, list[dict]]:
+def render(p: Plan, helm: Helm) -> dict[str, list[dict]]:
     """Every release's manifests, rendered by the real chart: schema and template
     checks run here, before anything touches the cluster."""
-    return {r.name: await helm.template(r.name, r.values, p.namespace) for r in p.releases}
+    return helm.templates({r.name: r.values for r in p.releases}, p.namespace)
 
 
 def manifests_yaml(rendered: dict[str, list[dict]]) -> str:
-    return "".join(f"---\n# release: {release}\n" + yaml.safe_dump(doc, sort_keys=False)
+    return "".join(f"---\n# release: {release}\n" + yamlio.dump(doc, sort_keys=False)
                    for release, docs in rendered.items() for doc in docs)
 
 
@@ -87,10 +87,10 @@ class Installed:
                 f"{self.name}` finishes it, `tfhelm down {self.name}` or `tfhelm reap {self.name}` removes it")
 
 
-async def find(name: str, namespace: str, helm: Helm, field: str = "NAME") -> Installed:
+def find(name: str, namespace: str, helm: Helm, field: str = "NAME") -> Installed:
     """The cluster's releases; a release of that name from another chart is a usage error,
     so `down`, `status`, `reap` and `tfconfig` never act on, say, a user's workspace."""
-    charts = await helm.charts(namespace)
+    charts = helm.charts(namespace, (name, spec.ps_release(name)))
     for release in (name, spec.ps_release(name)):
         chart = charts.get(release)
         if chart is not None and chart != CHART:
@@ -135,7 +135,7 @@ def _short(flat: dict, key: str) -> str:
     """One value as YAML on one line, cut at 60 characters (an inline script is long)."""
     if key not in flat:
         return "(unset)"
-    text = yaml.safe_dump(flat[key], default_flow_style=True).strip().removesuffix("...").strip()
+    text = yamlio.dump(flat[key], default_flow_style=True).strip().removesuffix("...").strip()
     return text if len(text) <= 60 else text[:57] + "..."
 
 
@@ -146,11 +146,11 @@ def value_changes(old: dict, new: dict) -> list[str]:
             for k in sorted(set(a) | set(b)) if a.get(k, ...) != b.get(k, ...)]
 
 
-async def change_of(p: Plan, rendered: dict[str, list[dict]], helm: Helm, kube: Kube) -> Change:
+def change_of(p: Plan, rendered: dict[str, list[dict]], helm: Helm, kube: Kube) -> Change:
     """What an upgrade would change (values, Jobs); reads the cluster, changes nothing."""
-    old = await helm.get_values(p.name, p.namespace)
+    old = helm.get_values(p.name, p.namespace)
     if old is None:
-        old = await helm.get_values(spec.ps_release(p.name), p.namespace)
+        old = helm.get_values(spec.ps_release(p.name), p.namespace)
     workload = rendered[p.name]
     new_jobs = manifests.job_names(workload)
     current = [training.job_row(j) for j in kube.objects(p.namespace, p.name).jobs
@@ -160,7 +160,7 @@ async def change_of(p: Plan, rendered: dict[str, list[dict]], helm: Helm, kube: 
     return Change(value_changes(olds, p.values) if old is not None else [], replaced, new_jobs, current)
 
 
-async def up(p: Plan, helm: Helm, kube: Kube, notify: Notify = lambda _: None,
+def up(p: Plan, helm: Helm, kube: Kube, notify: Notify = lambda _: None,
              replace: bool = False) -> Change:
     """Install or upgrade both releases, without ever leaving a half-made cluster:
 
@@ -172,14 +172,14 @@ async def up(p: Plan, helm: Helm, kube: Kube, notify: Notify = lambda _: None,
        failed release; releases, PVCs and the namespace this call created are removed.
        PVCs that existed before (data) are never touched.
     """
-    rendered = await render(p, helm)
+    rendered = render(p, helm)
     kube.ping()
-    charts = await helm.charts(p.namespace)
+    charts = helm.charts(p.namespace, [r.name for r in p.releases])
     for r in p.releases:
         if charts.get(r.name, CHART) != CHART:
             raise SpecError("--name", f"release {p.namespace}/{r.name} exists and holds chart "
                             f"{charts[r.name]}", "choose another name")
-    change = await change_of(p, rendered, helm, kube)
+    change = change_of(p, rendered, helm, kube)
     rerun = replace and change.current and not (change.values or change.replaced)
     for line in [] if rerun else change.lines():
         notify(line)
@@ -204,25 +204,25 @@ async def up(p: Plan, helm: Helm, kube: Kube, notify: Notify = lambda _: None,
             notify(f"{'upgrading' if existed else 'installing'} release {p.namespace}/{r.name}")
             # No wait between the releases: the PS mount the volumes the workload release
             # makes, and workers retry until the PS answer. `--wait` watches training.
-            await helm.install_or_upgrade(r.name, r.values, p.namespace, wait=False)
+            helm.install_or_upgrade(r.name, r.values, p.namespace, wait=False)
             if not existed:
                 created.append(r.name)
     except Exception:
-        await _undo(p, helm, kube, created, pvcs_before, made_namespace, notify)
+        _undo(p, helm, kube, created, pvcs_before, made_namespace, notify)
         raise
     stale_ps = spec.ps_release(p.name)
-    if not p.shape.ps and await helm.uninstall(stale_ps, p.namespace):
+    if not p.shape.ps and helm.uninstall(stale_ps, p.namespace):
         notify(f"removed release {p.namespace}/{stale_ps} (no parameter servers any more)")
     return change
 
 
-async def _undo(p: Plan, helm: Helm, kube: Kube, created: list[str], pvcs_before: set[str],
+def _undo(p: Plan, helm: Helm, kube: Kube, created: list[str], pvcs_before: set[str],
                 made_namespace: bool, notify: Notify) -> None:
     """Remove what a failed `up` made: its new releases, the PVCs they left (Helm keeps
     PVCs on uninstall) and the namespace, if this call created it."""
     for name in reversed(created):
         notify(f"removing release {p.namespace}/{name} again")
-        await helm.uninstall(name, p.namespace)
+        helm.uninstall(name, p.namespace)
     if made_namespace:
         notify(f"removing namespace {p.namespace} again")
         kube.delete_namespace(p.namespace)
@@ -232,14 +232,14 @@ async def _undo(p: Plan, helm: Helm, kube: Kube, created: list[str], pvcs_before
         kube.delete_pvc(p.namespace, pvc)
 
 
-async def down(name: str, namespace: str, helm: Helm, kube: Kube, purge: bool = False,
+def down(name: str, namespace: str, helm: Helm, kube: Kube, purge: bool = False,
                notify: Notify = lambda _: None) -> bool:
     """Uninstall both releases (an interrupted install's PS release too); PVCs (data, logs,
     checkpoints) stay unless `purge`. Returns False when there was nothing to remove."""
-    await find(name, namespace, helm)
+    find(name, namespace, helm)
     found = False
     for release in (spec.ps_release(name), name):
-        if await helm.uninstall(release, namespace):
+        if helm.uninstall(release, namespace):
             found = True
             notify(f"uninstalled release {namespace}/{release}")
     if purge:
@@ -249,22 +249,22 @@ async def down(name: str, namespace: str, helm: Helm, kube: Kube, purge: bool = 
     return found
 
 
-async def remove_interrupted(name: str, namespace: str, helm: Helm, kube: Kube) -> bool:
+def remove_interrupted(name: str, namespace: str, helm: Helm, kube: Kube) -> bool:
     """Uninstall the PS release of an interrupted install (no workload release, no Jobs):
     nothing trains, so nothing is lost. False when the cluster is not in that state."""
-    found = await find(name, namespace, helm)
+    found = find(name, namespace, helm)
     if not found.interrupted or kube.objects(namespace, name).jobs:
         return False
-    return await helm.uninstall(spec.ps_release(name), namespace)
+    return helm.uninstall(spec.ps_release(name), namespace)
 
 
-async def cluster_config(name: str, namespace: str, helm: Helm) -> tuple[dict, dict]:
+def cluster_config(name: str, namespace: str, helm: Helm) -> tuple[dict, dict]:
     """TF_CONFIG `cluster` and values of an installed cluster, read from its release (the
     chart computed the hosts and their generation; nothing is recomputed here)."""
-    found = await find(name, namespace, helm)
+    found = find(name, namespace, helm)
     for release in (name, spec.ps_release(name)) if found.workload else (spec.ps_release(name),):
-        docs = await helm.manifest(release, namespace)
+        docs = helm.manifest(release, namespace)
         if docs:
-            return manifests.cluster_config(docs)[0], await helm.get_values(release, namespace) or {}
+            return manifests.cluster_config(docs)[0], helm.get_values(release, namespace) or {}
     raise SpecError("NAME", f"no TF cluster '{name}' in namespace {namespace}",
                     "pass the shape (--workers, --ps, -f ...) to compute it offline")

@@ -1,4 +1,10 @@
-"""Helm, through pyhelm3. Values always travel on stdin, never on the command line."""
+"""Helm, through pyhelm3's command layer, behind a synchronous facade.
+
+pyhelm3 is async; its coroutines and their event loop stay in this module, so the rest of
+tfhelm makes plain calls. Independent Helm runs (the two releases of a cluster, the
+releases a lookup names) run concurrently inside one call. Values always travel on stdin,
+never on the command line. Rendered manifests are parsed here, once, with the C YAML loader.
+"""
 
 from __future__ import annotations
 
@@ -11,14 +17,10 @@ import shutil
 from functools import cache
 from pathlib import Path
 
-from pyhelm3 import Client, Command
-from pyhelm3 import errors as helm_errors
-
+from tfhelm import yamlio
 from tfhelm.chart import chart_path
 from tfhelm.errors import ReleaseError, RenderError, TfhelmError
 
-# pyhelm3 logs every failed command; we report the failure ourselves, once.
-logging.getLogger("pyhelm3").setLevel(logging.CRITICAL)
 _LOG_LINE = re.compile(r"^(level=\w+ |time=|WARNING: )", re.M)
 # Boilerplate around the reason in Helm's messages.
 _NOISE = [re.compile(p) for p in (
@@ -28,11 +30,6 @@ _NOISE = [re.compile(p) for p in (
 
 # The Helm release tfhelm is tested with; keep in step with HELM_VERSION in mk/versions.mk.
 HELM_VERSION = "v4.3.2"
-
-
-def run_sync(coro):
-    """Run one pyhelm3 coroutine from synchronous code (the CLI, tests)."""
-    return asyncio.run(coro)
 
 
 def helm_executable() -> str:
@@ -47,7 +44,7 @@ def helm_executable() -> str:
                       "other ways: https://helm.sh/docs/intro/install/)")
 
 
-def helm_message(err: helm_errors.Error) -> str:
+def helm_message(err) -> str:
     """Helm's own reason, without its log lines and `Error:` prefix."""
     return clean_helm_message(err.stderr.decode(errors="replace")) or f"helm exited {err.returncode}"
 
@@ -96,77 +93,112 @@ def _pattern_descriptions() -> dict[str, str]:
     return found
 
 
+# A release in these states is gone or going, as `helm list` (without --all) sees it.
+_GONE = {"uninstalled", "uninstalling"}
+
+
 class Helm:
-    def __init__(self, command: Command | None = None, timeout: str = "5m"):
-        exe = helm_executable()
-        self.command = command or Command(executable=exe, default_timeout=timeout)
-        self.client = Client(self.command, executable=exe)
+    """Synchronous Helm: every method runs Helm and returns its result, or raises a
+    RenderError (the chart refused the values) or a ReleaseError (naming the release)."""
 
-    async def template(self, release: str, values: dict, namespace: str,
-                       chart: str = "tf-cluster") -> list[dict]:
+    def __init__(self, command=None, timeout: str = "5m"):
+        # pyhelm3 imports pydantic models (~0.2 s): only a command that runs Helm pays it.
+        from pyhelm3 import Command, errors
+
+        # pyhelm3 logs every failed command; tfhelm reports the failure itself, once.
+        logging.getLogger("pyhelm3").setLevel(logging.CRITICAL)
+        self._errors = errors
+        self.command = command or Command(executable=helm_executable(), default_timeout=timeout)
+
+    @staticmethod
+    def _all(*coros) -> list:
+        """Run coroutines concurrently; the first failure in argument order is raised (the
+        same error whichever Helm process ends first)."""
+        async def gather():
+            return await asyncio.gather(*coros, return_exceptions=True)
+
+        results = asyncio.run(gather())
+        for r in results:
+            if isinstance(r, BaseException):
+                raise r
+        return results
+
+    def template(self, release: str, values: dict, namespace: str,
+                 chart: str = "tf-cluster") -> list[dict]:
+        return self.templates({release: values}, namespace, chart)[release]
+
+    def templates(self, releases: dict[str, dict], namespace: str,
+                  chart: str = "tf-cluster") -> dict[str, list[dict]]:
+        """`helm template` of each release (name -> values), concurrently: the objects."""
+        rendered = self._all(*(self._template(r, v, namespace, chart) for r, v in releases.items()))
+        return dict(zip(releases, rendered))
+
+    async def _template(self, release: str, values: dict, namespace: str, chart: str) -> list[dict]:
+        args = ["template", release, chart_path(chart), "--skip-crds", "--values", "-",
+                "--namespace", namespace]
         try:
-            docs = await self.command.template(release, chart_path(chart), values, namespace=namespace)
-            return [d for d in docs if d]
-        except helm_errors.Error as err:
+            out = await self.command.run(args, json.dumps(values).encode())
+        except self._errors.Error as err:
             raise RenderError(helm_message(err)) from err
+        return yamlio.load_docs(out)
 
-    async def install_or_upgrade(self, release: str, values: dict, namespace: str,
-                                 chart: str = "tf-cluster", wait: bool = True) -> int:
+    def install_or_upgrade(self, release: str, values: dict, namespace: str,
+                           chart: str = "tf-cluster", wait: bool = True) -> int:
         """Install or upgrade; no half-made release stays. With wait, Helm waits for the
         objects to be ready and rolls a failure back. Without, it returns once the API
-        server accepted every object, and a refused first install is uninstalled here."""
-        first = not wait and await self.get_values(release, namespace) is None
+        server accepted every object, and a refused first install is uninstalled here.
+        Returns the new revision."""
+        first = not wait and self.get_values(release, namespace) is None
         try:
-            ref = await self.client.get_chart(chart_path(chart))
-            rev = await self.client.install_or_upgrade_release(
-                release, ref, values, namespace=namespace, rollback_on_failure=wait, wait=wait,
-                create_namespace=False)
-            return rev.revision
-        except helm_errors.Error as err:
+            rev = asyncio.run(self.command.install_or_upgrade(
+                release, chart_path(chart), values, namespace=namespace, atomic=wait, wait=wait,
+                create_namespace=False))
+            return rev["version"]
+        except self._errors.Error as err:
             if first:
                 try:
-                    await self.uninstall(release, namespace, wait=False)
+                    self.uninstall(release, namespace, wait=False)
                 except ReleaseError:
                     pass  # the install's own error is the one to report
             raise ReleaseError(namespace, release, "install", helm_message(err)) from err
 
-    async def uninstall(self, release: str, namespace: str, wait: bool = True) -> bool:
+    def uninstall(self, release: str, namespace: str, wait: bool = True) -> bool:
         """Uninstall; False when the release was already gone (that is fine)."""
         try:
-            await self.command.uninstall(release, namespace=namespace, wait=wait)
+            asyncio.run(self.command.uninstall(release, namespace=namespace, wait=wait))
             return True
-        except helm_errors.ReleaseNotFoundError:
+        except self._errors.ReleaseNotFoundError:
             return False
-        except helm_errors.Error as err:
+        except self._errors.Error as err:
             raise ReleaseError(namespace, release, "uninstall", helm_message(err)) from err
 
-    async def get_values(self, release: str, namespace: str) -> dict | None:
+    def get_values(self, release: str, namespace: str) -> dict | None:
         """The user-supplied values of a release; None when it does not exist."""
-        return await self._read(release, namespace, self.command.get_values(release, namespace=namespace), {})
+        return asyncio.run(self._read(release, namespace, self.command.get_values(
+            release, namespace=namespace)))
 
-    async def manifest(self, release: str, namespace: str) -> list[dict] | None:
+    def manifest(self, release: str, namespace: str) -> list[dict] | None:
         """The objects of an installed release (`helm get manifest`); None when it does not exist."""
-        docs = await self._read(release, namespace, self.command.get_resources(release, namespace=namespace), [])
-        return None if docs is None else [d for d in docs if d]
+        out = asyncio.run(self._read(release, namespace, self.command.run(
+            ["get", "manifest", release, "--namespace", namespace])))
+        return None if out is None else yamlio.load_docs(out)
 
-    @staticmethod
-    async def _read(release: str, namespace: str, call, empty):
+    def charts(self, namespace: str, releases) -> dict[str, str]:
+        """Which of these releases exist, whatever their state (a killed install is
+        pending), and the chart each came from (its metadata): {"mnist": "tf-cluster"}."""
+        releases = list(releases)
+        # Reported as before, when this was one `helm list`: "list NAMESPACE/* failed: ...".
+        found = self._all(*(self._read("*", namespace, self.command.run(
+            ["get", "metadata", r, "--namespace", namespace, "--output", "json"]), action="list")
+            for r in releases))
+        metadata = {r: json.loads(m) for r, m in zip(releases, found) if m is not None}
+        return {r: m["chart"] for r, m in metadata.items() if m.get("status") not in _GONE}
+
+    async def _read(self, release: str, namespace: str, call, action: str = "read"):
         """Await a `helm get ...` call; None when the release does not exist."""
         try:
-            return await call or empty
-        except helm_errors.ReleaseNotFoundError:
+            return await call
+        except self._errors.ReleaseNotFoundError:
             return None
-        except helm_errors.Error as err:
-            if "not found" in err.stderr.decode():
-                return None
-            raise ReleaseError(namespace, release, "read", helm_message(err)) from err
-
-    async def charts(self, namespace: str) -> dict[str, str]:
-        """The namespace's releases, whatever their state (a killed install is pending), and
-        the chart each came from: {"mnist": "tf-cluster"}."""
-        try:
-            releases = await self.command.list(namespace=namespace, include_deployed=True,
-                                                include_failed=True, include_pending=True)
-        except helm_errors.Error as err:
-            raise ReleaseError(namespace, "*", "list", helm_message(err)) from err
-        return {r["name"]: r["chart"].rsplit("-", 1)[0] for r in releases}
+        except self._errors.Error as err:
+            raise ReleaseError(namespace, release, action, helm_message(err)) from err

@@ -5,7 +5,8 @@ kube-scheduler) runs as local processes started by `kwokctl --runtime binary`,
 with kwok simulating the nodes and the pod lifecycle (see hack/testenv/). Every
 binary is one that `make testenv` built; nothing is downloaded.
 
-    python -m tfhelm.localcluster up [--nodes N] | down | status
+    tfhelm cluster up [--nodes N] [--no-real-node] | down | status
+    (`python -m tfhelm.localcluster ...` runs the same commands)
 
 Where things live:
   * binaries: $TFHELM_BIN_DIR, else <repo>/bin, else the build cache's bin/<version>/
@@ -440,37 +441,7 @@ def down() -> None:
         f.unlink(missing_ok=True)
 
 
-def main(argv: list[str] | None = None) -> int:
-    import argparse
+if __name__ == "__main__":  # `python -m tfhelm.localcluster ...` is `tfhelm cluster ...`
+    from tfhelm.cli import app
 
-    parser = argparse.ArgumentParser(prog="python -m tfhelm.localcluster",
-                                     description=__doc__.split("\n\n")[0])
-    sub = parser.add_subparsers(dest="command", required=True)
-    up_p = sub.add_parser("up", help="start the local cluster (idempotent)")
-    up_p.add_argument("--nodes", type=int, default=3)
-    up_p.add_argument("--no-real-node", dest="real_node", action="store_false",
-                      help="kwok nodes only: no pod really runs")
-    sub.add_parser("down", help="stop it and remove its state")
-    sub.add_parser("status", help="show it; exit 1 if it is not running")
-    args = parser.parse_args(argv)
-    try:
-        if args.command == "down":
-            down()
-            print("local cluster stopped")
-            return 0
-        info = up(args.nodes, args.real_node) if args.command == "up" else status()
-    except TfhelmError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
-    if info is None:
-        print("local cluster is not running (start it: python -m tfhelm.localcluster up)",
-              file=sys.stderr)
-        return 1
-    print(f"local cluster {info.name} at {info.server} with nodes: {', '.join(info.nodes)}",
-          file=sys.stderr)
-    print(info.export_line)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    app(["cluster", *sys.argv[1:]], prog_name="tfhelm")

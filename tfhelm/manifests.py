@@ -9,9 +9,9 @@ from tfhelm import launcher
 
 def render(values: dict, release: str, namespace: str, chart: str = "tf-cluster") -> list[dict]:
     """`helm template` of a chart (schema, templates and `fail`s are the real ones)."""
-    from tfhelm.helm import Helm, run_sync
+    from tfhelm.helm import Helm
 
-    return run_sync(Helm().template(release, values, namespace, chart=chart))
+    return Helm().template(release, values, namespace, chart=chart)
 
 
 def by_kind(manifests: list[dict], kind: str) -> list[dict]:

@@ -6,15 +6,10 @@ from __future__ import annotations
 import json
 from typing import Sequence
 
-import typer
-import yaml
-from rich.table import Table
-
-from tfhelm.console import out
+from tfhelm.console import out, write
 from tfhelm.errors import SpecError
 
 FORMATS = ("table", "json", "yaml")
-OutputOpt = typer.Option("table", "--output", "-o", help="table, json or yaml.")
 
 
 def check_format(fmt: str) -> str:
@@ -25,9 +20,13 @@ def check_format(fmt: str) -> str:
 
 def emit(data, fmt: str) -> None:
     """`data` (plain dicts and lists) as JSON or YAML on stdout."""
-    text = (json.dumps(data, indent=2, default=str) + "\n" if fmt == "json"
-            else yaml.safe_dump(data, sort_keys=False, default_flow_style=False))
-    out.print(text, end="", markup=False, highlight=False, soft_wrap=True)
+    if fmt == "json":
+        text = json.dumps(data, indent=2, default=str) + "\n"
+    else:
+        from tfhelm import yamlio
+
+        text = yamlio.dump(data, sort_keys=False, default_flow_style=False)
+    write(text)
 
 
 def plain_columns(columns: Sequence[str], rows: Sequence[Sequence]) -> str:
@@ -41,6 +40,8 @@ def table(columns: Sequence[str], rows: Sequence[Sequence], title: str = "") -> 
     if not out.is_terminal:
         out.print(plain_columns(columns, rows), end="", markup=False, highlight=False, soft_wrap=True)
         return
+    from rich.table import Table
+
     t = Table(title=title or None)
     for col in columns:
         t.add_column(col, overflow="fold")

@@ -11,15 +11,17 @@ import base64
 import secrets
 import time
 from dataclasses import dataclass
-from typing import Callable, TypeVar
+from typing import TYPE_CHECKING, Callable, TypeVar
 
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from tfhelm import users
 from tfhelm.errors import SpecError, TfhelmError, api_error
-from tfhelm.helm import Helm
-from tfhelm.kube import Kube
+
+if TYPE_CHECKING:
+    from tfhelm.helm import Helm
+    from tfhelm.kube import Kube
 
 Notify = Callable[[str], None]
 T = TypeVar("T")
@@ -36,18 +38,18 @@ def _api(what: str, call: Callable[[], T]) -> T | None:
         raise api_error(err, what) from err
 
 
-async def render(opts: users.UserOptions, helm: Helm) -> list[dict]:
+def render(opts: users.UserOptions, helm: Helm) -> list[dict]:
     """The release's manifests, rendered by the real chart (schema and checks included)."""
     values = users.compute_user_values(opts)
-    return await helm.template(users.RELEASE, values, users.user_namespace(opts.name), chart=users.CHART)
+    return helm.template(users.RELEASE, values, users.user_namespace(opts.name), chart=users.CHART)
 
 
-async def add(opts: users.UserOptions, helm: Helm, kube: Kube, notify: Notify = lambda _: None) -> None:
+def add(opts: users.UserOptions, helm: Helm, kube: Kube, notify: Notify = lambda _: None) -> None:
     """Create or update a user's workspace. A failed first install leaves nothing behind;
     an existing token is kept, so adding a user again only upgrades the release."""
     values = users.compute_user_values(opts)
     ns = users.user_namespace(opts.name)
-    await render(opts, helm)
+    render(opts, helm)
     kube.ping()
     created_ns = _ensure_namespace(kube, opts.name)
     if created_ns:
@@ -59,7 +61,7 @@ async def add(opts: users.UserOptions, helm: Helm, kube: Kube, notify: Notify = 
         notify(f"installing release {ns}/{users.RELEASE}")
         # No wait here: a slow first pull of one image must not roll back the workspace
         # (wait_ready() reports what is still starting instead).
-        await helm.install_or_upgrade(users.RELEASE, values, ns, chart=users.CHART, wait=False)
+        helm.install_or_upgrade(users.RELEASE, values, ns, chart=users.CHART, wait=False)
     except Exception:
         if created_ns:
             notify(f"deleting namespace {ns} again")
@@ -141,7 +143,7 @@ def _ensure_token(kube: Kube, ns: str, user: str) -> bool:
     return True
 
 
-async def remove(user: str, helm: Helm, kube: Kube, purge: bool = False,
+def remove(user: str, helm: Helm, kube: Kube, purge: bool = False,
                  notify: Notify = lambda _: None) -> bool:
     """Uninstall the workspace and revoke its token; the namespace and its volumes stay
     unless `purge` (which deletes the namespace with everything in it, TF clusters too).
@@ -150,7 +152,7 @@ async def remove(user: str, helm: Helm, kube: Kube, purge: bool = False,
     existing = _api(f"namespace {ns}", lambda: kube.core.read_namespace(ns))
     if existing is None or _user_of(existing) != user or _terminating(existing):
         return False
-    if await helm.uninstall(users.RELEASE, ns):
+    if helm.uninstall(users.RELEASE, ns):
         notify(f"uninstalled release {ns}/{users.RELEASE}")
     name = users.token_secret()
     if _api(f"secret {ns}/{name}", lambda: kube.core.delete_namespaced_secret(name, ns)) is not None:

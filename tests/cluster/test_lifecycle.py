@@ -26,7 +26,7 @@ from typer.testing import CliRunner
 from tfhelm import deploy, launcher
 from tfhelm.chart import chart_path, default_values
 from tfhelm.cli import app
-from tfhelm.helm import Helm, helm_executable, run_sync
+from tfhelm.helm import Helm, helm_executable
 from tfhelm.values import ClusterOptions
 
 from .conftest import wait_for
@@ -283,7 +283,7 @@ def ps_release_only(ns: str, name: str) -> None:
     p = deploy.plan(ClusterOptions(name=name, namespace=ns, workers=2, ps=1,
                                    value_files=[{"storage": {"data": {"enabled": False}, "logs": {"enabled": False}}}]))
     ps = p.releases[0]
-    run_sync(Helm().install_or_upgrade(ps.name, ps.values, ns))
+    Helm().install_or_upgrade(ps.name, ps.values, ns)
 
 
 def releases(ns: str) -> list[str]:
@@ -316,7 +316,8 @@ def test_an_interrupted_install_is_shown_and_finished_or_removed(namespace, batc
 def test_commands_touch_only_tf_cluster_releases(namespace, tmp_path):
     chart = tmp_path / "other"
     (chart / "templates").mkdir(parents=True)
-    (chart / "Chart.yaml").write_text("apiVersion: v2\nname: other\nversion: 1.0.0\n")
+    # A pre-release version: the chart's name is "other", not what precedes the last "-".
+    (chart / "Chart.yaml").write_text("apiVersion: v2\nname: other\nversion: 1.0.0-rc.1\n")
     (chart / "templates" / "cm.yaml").write_text(
         "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}\ndata: {a: b}\n")
     helm("install", "ws", str(chart), "-n", namespace)

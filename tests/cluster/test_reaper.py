@@ -22,7 +22,7 @@ from kubernetes.client.rest import ApiException
 
 from tfhelm import deploy, localcluster
 from tfhelm.chart import chart_path
-from tfhelm.helm import Helm, helm_executable, run_sync
+from tfhelm.helm import Helm, helm_executable
 from tfhelm.kube import Kube
 from tfhelm.values import ClusterOptions
 
@@ -49,7 +49,7 @@ def apps(api_client) -> client.AppsV1Api:
 def up(ns: str, name: str, *values: dict, workers: int = 2, ps: int = 1) -> None:
     """`tfhelm up` through its own code path: PS release `<name>-ps` + release `<name>`."""
     opts = ClusterOptions(name=name, namespace=ns, workers=workers, ps=ps, value_files=list(values))
-    run_sync(deploy.up(deploy.plan(opts), Helm(), Kube()))
+    deploy.up(deploy.plan(opts), Helm(), Kube())
 
 
 def helm_install(ns: str, name: str, *sets: str) -> None:

@@ -3,7 +3,6 @@ RBAC with each user's ServiceAccount token, and a TF cluster wired to a user's w
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import os
 import subprocess
@@ -30,7 +29,7 @@ INSTANCE = f"app.kubernetes.io/instance={users.RELEASE}"
 def tfhelm(*args: str, code: int = 0, kubeconfig: Path | None = None) -> subprocess.CompletedProcess:
     """The real CLI in its own process, as people run it (output, exit code, KUBECONFIG)."""
     env = {**os.environ, **({"KUBECONFIG": str(kubeconfig)} if kubeconfig else {})}
-    result = subprocess.run([sys.executable, "-m", "tfhelm.cli", *args], env=env, timeout=600,
+    result = subprocess.run([sys.executable, "-m", "tfhelm", *args], env=env, timeout=600,
                             capture_output=True, text=True)
     assert result.returncode == code, result.stdout + result.stderr
     return result
@@ -119,7 +118,7 @@ def test_user_lifecycle(kubeconfig, core, apps):
 
         removed = tfhelm("user", "remove", user)
         assert "volumes were kept" in removed.stderr
-        assert users.RELEASE not in asyncio.run(Helm().charts(ns))
+        assert users.RELEASE not in Helm().charts(ns, [users.RELEASE])
         assert sorted(p.metadata.name for p in core.list_namespaced_persistent_volume_claim(ns).items) == \
             sorted(pvcs)
         with pytest.raises(ApiException):
@@ -234,7 +233,7 @@ def test_a_users_cluster_mounts_the_users_volumes_and_downloads_from_its_file_se
     values = users.cluster_values_for_user(user, "models/train.py")
     plan = deploy.plan(ClusterOptions(name="wired", namespace=ns, workers=2, ps=1, value_files=[values]))
     kube = Kube(kubeconfig=str(kubeconfig))
-    asyncio.run(deploy.up(plan, Helm(), kube))
+    deploy.up(plan, Helm(), kube)
     try:
         # The wiring only (the workspace runs on the real node, where models/train.py does
         # not exist: tests/realpods trains from a file server for real).
@@ -252,4 +251,4 @@ def test_a_users_cluster_mounts_the_users_volumes_and_downloads_from_its_file_se
         own = core.list_namespaced_persistent_volume_claim(ns, label_selector="tfhelm.io/cluster=wired")
         assert not own.items
     finally:
-        asyncio.run(deploy.down("wired", ns, Helm(), kube, purge=True))
+        deploy.down("wired", ns, Helm(), kube, purge=True)

@@ -42,7 +42,7 @@ def real_node(request, kubeconfig, core, external_cluster):
 
 def run(*args: str, code: int = 0, timeout: float = 900, stdin: str | None = None) -> subprocess.CompletedProcess:
     """A command as people run it (tfhelm, helm, kubectl), in its own process."""
-    exe = [sys.executable, "-m", "tfhelm.cli", *args[1:]] if args[0] == "tfhelm" else list(args)
+    exe = [sys.executable, "-m", "tfhelm", *args[1:]] if args[0] == "tfhelm" else list(args)
     result = subprocess.run(exe, capture_output=True, text=True, timeout=timeout, input=stdin,
                             cwd=ROOT, env=os.environ)
     assert result.returncode == code, f"{' '.join(args)} exited {result.returncode}:\n" \

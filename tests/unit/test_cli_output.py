@@ -148,8 +148,9 @@ def test_kube_context_picks_the_namespace_and_is_shared_with_helm(monkeypatch, t
 def test_global_kube_options_reach_the_environment(monkeypatch, tmp_path):
     cfg = tmp_path / "kubeconfig"
     cfg.write_text(KUBECONFIG)
-    monkeypatch.delenv("KUBECONFIG", raising=False)
-    monkeypatch.delenv("HELM_KUBECONTEXT", raising=False)
+    for var in ("KUBECONFIG", "HELM_KUBECONTEXT"):  # unset, and restored after what the command sets
+        monkeypatch.setenv(var, "")
+        monkeypatch.delenv(var)
     result = CliRunner().invoke(app, ["--kubeconfig", str(cfg), "--kube-context", "nope", "list"])
     assert result.exit_code == 2
     assert "--kube-context: no context 'nope'" in result.output

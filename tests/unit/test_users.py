@@ -1,4 +1,3 @@
-import asyncio
 import base64
 from decimal import Decimal
 from types import SimpleNamespace
@@ -137,15 +136,15 @@ class FakeHelm:
     def __init__(self, fail: bool = False):
         self.fail, self.installed = fail, {}
 
-    async def template(self, release, values, namespace, chart):
+    def template(self, release, values, namespace, chart):
         return []
 
-    async def install_or_upgrade(self, release, values, namespace, chart, wait=True):
+    def install_or_upgrade(self, release, values, namespace, chart, wait=True):
         if self.fail:
             raise TfhelmError("install failed")
         self.installed[(namespace, release)] = (chart, values)
 
-    async def uninstall(self, release, namespace, wait=True):
+    def uninstall(self, release, namespace, wait=True):
         return self.installed.pop((namespace, release), None) is not None
 
 
@@ -155,20 +154,20 @@ def fake_kube(core):
 
 def test_add_makes_namespace_and_token_and_never_passes_the_token_to_helm():
     core, helm = FakeCore(), FakeHelm()
-    asyncio.run(userenv.add(UserOptions("alice"), helm, fake_kube(core)))
+    userenv.add(UserOptions("alice"), helm, fake_kube(core))
     ns = "tfhelm-user-alice"
     token = base64.b64decode(core.secrets[(ns, users.token_secret())].data["token"]).decode()
     assert len(token) >= 40
     chart, values = helm.installed[(ns, users.RELEASE)]
     assert chart == "user-env" and token not in repr(values)
-    asyncio.run(userenv.add(UserOptions("alice", quota_cpu="2"), helm, fake_kube(core)))  # again: upgrade
+    userenv.add(UserOptions("alice", quota_cpu="2"), helm, fake_kube(core))  # again: upgrade
     assert base64.b64decode(core.secrets[(ns, users.token_secret())].data["token"]).decode() == token
 
 
 def test_failed_first_install_leaves_no_namespace():
     core = FakeCore()
     with pytest.raises(TfhelmError):
-        asyncio.run(userenv.add(UserOptions("alice"), FakeHelm(fail=True), fake_kube(core)))
+        userenv.add(UserOptions("alice"), FakeHelm(fail=True), fake_kube(core))
     assert core.calls == ["create namespace tfhelm-user-alice", "delete namespace tfhelm-user-alice"]
 
 
@@ -176,14 +175,14 @@ def test_add_refuses_a_namespace_that_is_not_the_users():
     foreign = SimpleNamespace(metadata=SimpleNamespace(labels={"team": "x"}), status=None)
     core = FakeCore({"tfhelm-user-alice": foreign})
     with pytest.raises(TfhelmError, match="not the workspace of user alice"):
-        asyncio.run(userenv.add(UserOptions("alice"), FakeHelm(), fake_kube(core)))
+        userenv.add(UserOptions("alice"), FakeHelm(), fake_kube(core))
 
 
 def test_remove_keeps_the_namespace_unless_purge():
     core, helm = FakeCore(), FakeHelm()
-    asyncio.run(userenv.add(UserOptions("alice"), helm, fake_kube(core)))
-    assert asyncio.run(userenv.remove("alice", helm, fake_kube(core)))
+    userenv.add(UserOptions("alice"), helm, fake_kube(core))
+    assert userenv.remove("alice", helm, fake_kube(core))
     assert "tfhelm-user-alice" in core.namespaces and not core.secrets and not helm.installed
-    assert asyncio.run(userenv.remove("alice", helm, fake_kube(core), purge=True))
+    assert userenv.remove("alice", helm, fake_kube(core), purge=True)
     assert "tfhelm-user-alice" not in core.namespaces
-    assert not asyncio.run(userenv.remove("alice", helm, fake_kube(core)))
+    assert not userenv.remove("alice", helm, fake_kube(core))

@@ -1,1 +1,2 @@
-"""`tfhelm` sub-commands that live in their own modules; tfhelm/cli.py registers them."""
+"""Every `tfhelm` command, one module each (options.py: the options they share, defined once);
+tfhelm/cli.py registers them."""

@@ -1,10 +1,12 @@
-"""`tfhelm cluster up|down|status`: the embedded local Kubernetes (tfhelm.localcluster)."""
+"""`tfhelm cluster up|down|status`: the embedded local Kubernetes (tfhelm.localcluster).
+`python -m tfhelm.localcluster ...` runs these same commands."""
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import typer
 
-from tfhelm import localcluster
 from tfhelm.console import cli_errors, err, out
 from tfhelm.errors import NO_CLUSTER
 
@@ -14,10 +16,13 @@ app = typer.Typer(help="The local Kubernetes (real control plane, a real node, k
 
 @app.command()
 @cli_errors
-def up(nodes: int = typer.Option(3, "--nodes", help="Simulated (kwok) nodes, one of them the tainted user node."),
-       real_node: bool = typer.Option(True, "--real-node/--no-real-node",
-                                      help="Also run a real node (kubelet, containerd): pods really run.")):
+def up(nodes: Annotated[int, typer.Option(
+           "--nodes", help="Simulated (kwok) nodes, one of them the tainted user node.")] = 3,
+       real_node: Annotated[bool, typer.Option(
+           "--real-node/--no-real-node", help="Also run a real node (kubelet, containerd): pods really run.")] = True):
     """Start the local cluster (idempotent) and print the KUBECONFIG export line."""
+    from tfhelm import localcluster
+
     what = "etcd, kube-apiserver, controller-manager, scheduler, kwok" + (
         " and the real node (kubelet, containerd, CoreDNS, kube-proxy)" if real_node else "")
     with err.status(f"starting {what}…"):
@@ -30,6 +35,8 @@ def up(nodes: int = typer.Option(3, "--nodes", help="Simulated (kwok) nodes, one
 @cli_errors
 def down():
     """Stop the local cluster; no process or port stays behind."""
+    from tfhelm import localcluster
+
     localcluster.down()
     err.print("[green]✓[/green] local cluster stopped")
 
@@ -38,6 +45,8 @@ def down():
 @cli_errors
 def status():
     """Show the local cluster; exit code 3 (no cluster) when it is not running."""
+    from tfhelm import localcluster
+
     info = localcluster.status()
     if info is None:
         err.print("local cluster: not running (start it with `tfhelm cluster up`)")

@@ -2,25 +2,26 @@
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Annotated
 
 import typer
 
-from tfhelm import status
+from tfhelm.commands import options as o
 from tfhelm.console import cli_errors
-from tfhelm.kube import Kube, namespace_or_current
-from tfhelm.output import OutputOpt, check_format, emit, table
 
 
 @cli_errors
-def list_(namespace: Optional[str] = typer.Option(None, "--namespace", "-n",
-                                                  help="Namespace (default: the kubeconfig's)."),
-          all_namespaces: bool = typer.Option(False, "--all-namespaces", "-A",
-                                              help="Every namespace."),
-          output: str = OutputOpt):
+def list_(namespace: o.Namespace = None,
+          all_namespaces: Annotated[bool, typer.Option(
+              "--all-namespaces", "-A", help="Every namespace.")] = False,
+          output: o.Output = "table"):
     """TF clusters: workers succeeded, PS ready, training state."""
+    from tfhelm import status
+    from tfhelm.kube import Kube
+    from tfhelm.output import check_format, emit, table
+
     fmt = check_format(output)
-    ns = None if all_namespaces else namespace_or_current(namespace)
+    ns = None if all_namespaces else o.namespace_of(namespace)
     kube = Kube()
     kube.ping()
     rows = status.cluster_rows(*kube.tf_workloads(ns))

@@ -2,27 +2,28 @@
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Annotated, Optional
 
 import typer
 from rich.markup import escape
 
-from tfhelm import logs as core
-from tfhelm import spec
+from tfhelm.commands import options as o
 from tfhelm.console import cli_errors, err, out
-from tfhelm.errors import SpecError
-from tfhelm.kube import Kube, namespace_or_current
 
 
 @cli_errors
-def logs(name: str = typer.Argument(..., help="Cluster name."),
-         namespace: Optional[str] = typer.Option(None, "--namespace", "-n",
-                                                 help="Namespace (default: the kubeconfig's)."),
-         follow: bool = typer.Option(False, "--follow", "-f",
-                                     help="Stream new lines, from every task, until all have ended."),
-         tail: Optional[int] = typer.Option(None, "--tail", help="Only the last N lines of each task.")):
+def logs(name: o.ClusterName, namespace: o.Namespace = None,
+         follow: Annotated[bool, typer.Option(
+             "--follow", "-f", help="Stream new lines, from every task, until all have ended.")] = False,
+         tail: Annotated[Optional[int], typer.Option(
+             "--tail", help="Only the last N lines of each task.")] = None):
     """Logs of every task of a TF cluster, each line prefixed with its task."""
-    ns = namespace_or_current(namespace)
+    from tfhelm import logs as core
+    from tfhelm import spec
+    from tfhelm.errors import SpecError
+    from tfhelm.kube import Kube
+
+    ns = o.namespace_of(namespace)
     spec.validate_name(name, field="NAME")
     kube = Kube()
     kube.ping()

@@ -6,23 +6,27 @@ from __future__ import annotations
 
 import sys
 from datetime import datetime
-from typing import Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 
+from tfhelm.commands import options as o
 from tfhelm.console import cli_errors, err
-from tfhelm import spec
-from tfhelm.errors import TRAINING_FAILED, SpecError
-from tfhelm.kube import Kube, namespace_or_current
-from tfhelm.reaper import KEEP, KubeReapClient, ReapConfig, Reaper, Result
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from tfhelm.kube import Kube
+    from tfhelm.reaper import ReapConfig, Result
 
 
 def run_reaper(kube: Kube, namespace: str, name: str | None, config: ReapConfig, console: Console,
                *, forever: bool = False, helm=None) -> Result | None:
     """Reap one cluster (or, with name None, every cluster of the namespace, forever).
     Decisions are printed as lines; the wait shows as a spinner on a terminal."""
+    from tfhelm.reaper import KubeReapClient, Reaper
+
     kube.ping()
     client = KubeReapClient(kube, helm)
     interactive = console.is_terminal
@@ -42,6 +46,8 @@ def run_reaper(kube: Kube, namespace: str, name: str | None, config: ReapConfig,
 
 def summarize(result: Result, namespace: str, console: Console) -> int:
     """The closing line; returns the exit code (1 when training failed)."""
+    from tfhelm.reaper import KEEP
+
     where = f"{namespace}/{result.cluster}"
     if result.action == KEEP:
         console.print(f"[yellow]kept[/yellow] {escape(where)}: {escape(result.message)}",
@@ -58,12 +64,13 @@ def summarize(result: Result, namespace: str, console: Console) -> int:
 def _remove_interrupted(name: str, namespace: str) -> bool:
     """A release NAME-ps from another chart is refused (exit 2); an interrupted install (a PS
     release without workload release or Jobs: nothing trains) is removed at once."""
-    from tfhelm import deploy
-    from tfhelm.helm import Helm, run_sync
+    from tfhelm import deploy, spec
+    from tfhelm.helm import Helm
+    from tfhelm.kube import Kube
 
     helm = Helm()
-    found = run_sync(deploy.find(name, namespace, helm))
-    if found.interrupted and run_sync(deploy.remove_interrupted(name, namespace, helm, Kube())):
+    found = deploy.find(name, namespace, helm)
+    if found.interrupted and deploy.remove_interrupted(name, namespace, helm, Kube()):
         err.print(f"[green]✓[/green] reaped {escape(f'{namespace}/{name}')}: interrupted install, "
                   f"uninstalled release {escape(spec.ps_release(name))} (no workload release, no Jobs)",
                   highlight=False, soft_wrap=True)
@@ -72,34 +79,39 @@ def _remove_interrupted(name: str, namespace: str) -> bool:
 
 
 @cli_errors
-def reap(name: Optional[str] = typer.Argument(None, help="Cluster name (or --all).", show_default=False),
-         namespace: Optional[str] = typer.Option(None, "--namespace", "-n",
-                                                 help="Namespace (default: the kubeconfig's)."),
-         grace: int = typer.Option(30, "--grace", help="Seconds between training done and PS removal."),
-         completion: str = typer.Option("auto", "--completion",
-                                        help="When training is done: auto (the chief if there is one, "
-                                             "else all workers), all-workers, chief, worker-0."),
-         on_failure: str = typer.Option("keep", "--on-failure",
-                                        help="If training failed: keep the PS for debugging, or reap."),
-         all_clusters: bool = typer.Option(False, "--all",
-                                           help="Every cluster in the namespace, with one watch; "
-                                                "runs until stopped."),
-         forever: bool = typer.Option(False, "--forever",
-                                      help="Keep watching after the reap (re-runs are reaped too)."),
-         delete_directly: bool = typer.Option(
-             False, "--delete-directly",
+def reap(name: Annotated[Optional[str], typer.Argument(
+             help="Cluster name (or --all).", show_default=False)] = None,
+         namespace: o.Namespace = None,
+         grace: Annotated[int, typer.Option(
+             "--grace", help="Seconds between training done and PS removal.")] = 30,
+         completion: Annotated[str, typer.Option(
+             "--completion", help="When training is done: auto (the chief if there is one, else "
+             "all workers), all-workers, chief, worker-0.")] = "auto",
+         on_failure: Annotated[str, typer.Option(
+             "--on-failure", help="If training failed: keep the PS for debugging, or reap.")] = "keep",
+         all_clusters: Annotated[bool, typer.Option(
+             "--all", help="Every cluster in the namespace, with one watch; runs until stopped.")] = False,
+         forever: Annotated[bool, typer.Option(
+             "--forever", help="Keep watching after the reap (re-runs are reaped too).")] = False,
+         delete_directly: Annotated[bool, typer.Option(
+             "--delete-directly",
              help="Delete the PS Deployments and Services by name and never run Helm (the "
-                  "in-cluster reaper: no access to Secrets; the NAME-ps release record stays).")):
+                  "in-cluster reaper: no access to Secrets; the NAME-ps release record stays).")] = False):
     """Remove a cluster's parameter servers once training is done; PVCs and Jobs stay.
 
     Exit code 1 when training failed (the PS are kept unless --on-failure reap)."""
+    from tfhelm import spec
+    from tfhelm.errors import TRAINING_FAILED, SpecError
+    from tfhelm.kube import Kube
+    from tfhelm.reaper import ReapConfig
+
     if bool(name) == all_clusters:
         raise SpecError("NAME", "give a cluster name or --all, not both" if name
                         else "missing cluster name", "e.g. tfhelm reap mnist -n team-a")
     if name:
         spec.validate_name(name, field="NAME")
     config = ReapConfig(grace, completion, on_failure, delete_directly).validate()
-    ns = namespace_or_current(namespace)
+    ns = o.namespace_of(namespace)
     if name and not (forever or delete_directly) and _remove_interrupted(name, ns):
         return
     try:

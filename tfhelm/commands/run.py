@@ -8,12 +8,13 @@ from __future__ import annotations
 import re
 import shutil
 from pathlib import Path
-from typing import Optional
+from typing import Annotated, Optional
 
 import typer
 from rich.markup import escape
 
 from tfhelm import localrun, spec
+from tfhelm.commands import options as o
 from tfhelm.console import cli_errors, err
 from tfhelm.errors import SpecError
 
@@ -28,25 +29,25 @@ def default_name(script: Path) -> str:
 
 @cli_errors
 def run(
-    script: Path = typer.Argument(..., help="The training script (runs unchanged on the cluster).",
-                                  show_default=False),
-    script_args: Optional[list[str]] = typer.Argument(
-        None, help="Arguments for the script, after `--`.", show_default=False),
-    local: bool = typer.Option(False, "--local", help="Run the tasks as processes on this machine."),
-    workers: int = typer.Option(1, "--workers", "-w", help="Worker tasks."),
-    ps: int = typer.Option(0, "--ps", help="Parameter server tasks."),
-    chief: bool = typer.Option(False, "--chief/--no-chief", help="Add a chief task."),
-    evaluator: bool = typer.Option(False, "--evaluator/--no-evaluator", help="Add an evaluator task."),
-    in_graph: bool = typer.Option(False, "--in-graph/--between-graph",
-                                  help="in-graph: the chief runs the script, workers and PS only serve."),
-    name: Optional[str] = typer.Option(None, "--name",
-                                       help="Cluster name (default: from the script's file name)."),
-    directory: Optional[Path] = typer.Option(
-        None, "--dir", help="Run directory with data/ and log/ (default: ./.tfhelm/run/NAME)."),
-    fresh: bool = typer.Option(False, "--fresh",
-                               help="Delete the run's logs and checkpoints first (no resume)."),
-    grace: float = typer.Option(localrun.DEFAULT_GRACE, "--grace",
-                                help="Seconds other script tasks get to finish once training is done."),
+    script: Annotated[Path, typer.Argument(
+        help="The training script (runs unchanged on the cluster).", show_default=False)],
+    script_args: o.ScriptArgs = None,
+    local: Annotated[bool, typer.Option("--local", help="Run the tasks as processes on this machine.")] = False,
+    workers: Annotated[int, typer.Option("--workers", "-w", help="Worker tasks.")] = 1,
+    ps: Annotated[int, typer.Option("--ps", help="Parameter server tasks.")] = 0,
+    chief: Annotated[bool, typer.Option("--chief/--no-chief", help="Add a chief task.")] = False,
+    evaluator: Annotated[bool, typer.Option(
+        "--evaluator/--no-evaluator", help="Add an evaluator task.")] = False,
+    in_graph: Annotated[bool, typer.Option(
+        "--in-graph/--between-graph", help="in-graph: the chief runs the script, workers and PS only serve.")] = False,
+    name: Annotated[Optional[str], typer.Option(
+        "--name", help="Cluster name (default: from the script's file name).")] = None,
+    directory: Annotated[Optional[Path], typer.Option(
+        "--dir", help="Run directory with data/ and log/ (default: ./.tfhelm/run/NAME).")] = None,
+    fresh: Annotated[bool, typer.Option(
+        "--fresh", help="Delete the run's logs and checkpoints first (no resume).")] = False,
+    grace: Annotated[float, typer.Option(
+        "--grace", help="Seconds other script tasks get to finish once training is done.")] = localrun.DEFAULT_GRACE,
 ):
     """Run a training script on the cluster topology, locally: one process per TF task.
 

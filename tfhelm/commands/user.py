@@ -3,52 +3,49 @@ namespace of its own. Thin commands over tfhelm.users (pure) and tfhelm.userenv 
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Annotated, Optional
 
 import typer
-from rich.table import Table
 
-from tfhelm import deploy, users, userenv
-from tfhelm.console import cli_errors, err, out
-from tfhelm.errors import SpecError
-from tfhelm.helm import Helm, run_sync
-from tfhelm.kube import Kube
+from tfhelm.console import cli_errors, err, note, out, write
 
 app = typer.Typer(help="Users' workspaces: Jupyter, TensorBoard and a code server, a namespace each.",
                   no_args_is_help=True)
 
-NameArg = typer.Argument(..., help="User name; the workspace lives in namespace tfhelm-user-NAME.")
-
-
-def _notify(message: str) -> None:
-    err.print(f"[dim]•[/dim] {message}")
+UserName = Annotated[str, typer.Argument(help="User name; the workspace lives in namespace tfhelm-user-NAME.")]
 
 
 @app.command()
 @cli_errors
-def add(name: str = NameArg,
-        storage_class: Optional[str] = typer.Option(
-            None, "--storage-class", help="StorageClass of the code, logs and data volumes."),
-        quota_cpu: Optional[str] = typer.Option(
-            None, "--quota-cpu", help="CPU the namespace may request in all, e.g. 8."),
-        quota_memory: Optional[str] = typer.Option(
-            None, "--quota-memory", help="Memory the namespace may request in all, e.g. 32Gi."),
-        node_port: Optional[int] = typer.Option(None, "--node-port", help="Node port of the notebook."),
-        tensorboard_node_port: Optional[int] = typer.Option(
-            None, "--tensorboard-node-port", help="Node port of TensorBoard."),
-        timeout: float = typer.Option(600, "--timeout", help="Seconds to wait for the workspace to start; "
-                                      "what is still starting then is reported and kept."),
-        dry_run: bool = typer.Option(False, "--dry-run", help="Print the manifests; touch no cluster.")):
+def add(name: UserName,
+        storage_class: Annotated[Optional[str], typer.Option(
+            "--storage-class", help="StorageClass of the code, logs and data volumes.")] = None,
+        quota_cpu: Annotated[Optional[str], typer.Option(
+            "--quota-cpu", help="CPU the namespace may request in all, e.g. 8.")] = None,
+        quota_memory: Annotated[Optional[str], typer.Option(
+            "--quota-memory", help="Memory the namespace may request in all, e.g. 32Gi.")] = None,
+        node_port: Annotated[Optional[int], typer.Option("--node-port", help="Node port of the notebook.")] = None,
+        tensorboard_node_port: Annotated[Optional[int], typer.Option(
+            "--tensorboard-node-port", help="Node port of TensorBoard.")] = None,
+        timeout: Annotated[float, typer.Option(
+            "--timeout", help="Seconds to wait for the workspace to start; what is still starting "
+            "then is reported and kept.")] = 600,
+        dry_run: Annotated[bool, typer.Option(
+            "--dry-run", help="Print the manifests; touch no cluster.")] = False):
     """Create (or update) a user's namespace, login token and workspace."""
+    from tfhelm import deploy, userenv, users
+    from tfhelm.helm import Helm
+
     opts = users.UserOptions(name, storage_class, quota_cpu, quota_memory, node_port,
                              tensorboard_node_port)
     if dry_run:
-        manifests = run_sync(userenv.render(opts, Helm()))
-        out.print(deploy.manifests_yaml({users.RELEASE: manifests}), end="", markup=False,
-                  highlight=False, soft_wrap=True)
+        manifests = userenv.render(opts, Helm())
+        write(deploy.manifests_yaml({users.RELEASE: manifests}))
         return
+    from tfhelm.kube import Kube
+
     kube = Kube()
-    run_sync(userenv.add(opts, Helm(), kube, notify=_notify))
+    userenv.add(opts, Helm(), kube, notify=note)
     ns = users.user_namespace(name)
     with err.status("waiting for the workspace to start") as spinner:
         waiting = userenv.wait_ready(name, kube, timeout,
@@ -67,8 +64,11 @@ def add(name: str = NameArg,
 
 @app.command()
 @cli_errors
-def url(name: str = NameArg):
+def url(name: UserName):
     """Print the notebook URL with its login token, and the TensorBoard and file server URLs."""
+    from tfhelm import userenv, users
+    from tfhelm.kube import Kube
+
     u = userenv.urls(users.validate_user(name), Kube())
     for label, value in (("notebook", u.notebook), ("tensorboard", u.tensorboard),
                          ("files", u.files and f"{u.files} (inside the cluster)")):
@@ -80,6 +80,11 @@ def url(name: str = NameArg):
 @cli_errors
 def list_():
     """Every user's namespace and the state of their workspace."""
+    from rich.table import Table
+
+    from tfhelm import userenv
+    from tfhelm.kube import Kube
+
     table = Table(title="tfhelm users")
     for col in ("USER", "NAMESPACE", "WORKSPACE"):
         table.add_column(col)
@@ -90,12 +95,17 @@ def list_():
 
 @app.command()
 @cli_errors
-def remove(name: str = NameArg,
-           purge: bool = typer.Option(False, "--purge", help="Also delete the namespace with the "
-                                      "code, logs and data volumes and any TF clusters in it.")):
+def remove(name: UserName,
+           purge: Annotated[bool, typer.Option(
+               "--purge", help="Also delete the namespace with the code, logs and data volumes "
+               "and any TF clusters in it.")] = False):
     """Remove a user's workspace and login token; volumes stay unless --purge."""
-    found = run_sync(userenv.remove(users.validate_user(name), Helm(), Kube(), purge=purge,
-                                    notify=_notify))
+    from tfhelm import userenv, users
+    from tfhelm.errors import SpecError
+    from tfhelm.helm import Helm
+    from tfhelm.kube import Kube
+
+    found = userenv.remove(users.validate_user(name), Helm(), Kube(), purge=purge, notify=note)
     if not found:
         raise SpecError("NAME", f"no user '{name}'", "see `tfhelm user list`")
     if not purge:

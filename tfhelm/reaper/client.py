@@ -85,11 +85,9 @@ class KubeReapClient:
             self._watch.stop()
 
     def uninstall(self, release, namespace):
-        from tfhelm.helm import run_sync
-
         # No --wait: Kubernetes' garbage collector removes the pods; waiting would need
         # watch permissions on every kind in the release.
-        return run_sync(self.helm.uninstall(release, namespace, wait=False))
+        return self.helm.uninstall(release, namespace, wait=False)
 
     def delete_ps(self, namespace, cluster):
         sel = f"{CLUSTER_LABEL}={cluster},tfhelm.io/role=ps"

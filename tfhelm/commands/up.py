@@ -1,0 +1,80 @@
+"""`tfhelm up`: create or upgrade a TF cluster (both releases); optionally wait and reap."""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+from tfhelm.commands import options as o
+from tfhelm.console import cli_errors, err, note, write
+
+
+@cli_errors
+def up(name: Annotated[Optional[str], typer.Option(
+           "--name", help="Cluster name (default: generated).")] = None,
+       namespace: o.Namespace = None, workers: o.Workers = None, ps: o.Ps = None,
+       chief: o.Chief = None, evaluator: o.Evaluator = None, in_graph: o.InGraph = None,
+       image: o.Image = None, script: o.Script = None, gpus: o.Gpus = None, user: o.User = None,
+       values_files: o.ValuesFiles = None, sets: o.Sets = None, set_strings: o.SetStrings = None,
+       set_jsons: o.SetJsons = None,
+       wait: Annotated[bool, typer.Option(
+           "--wait", help="Wait until training finishes, showing progress.")] = False,
+       timeout: Annotated[int, typer.Option("--timeout", help="Seconds --wait waits.")] = 3600,
+       reap: Annotated[bool, typer.Option(
+           "--reap", help="Wait until training is done, then remove the parameter servers "
+           "(grace, completion, onFailure: the `reaper` values).")] = False,
+       dry_run: Annotated[bool, typer.Option(
+           "--dry-run", help="Print the manifests; touch no cluster.")] = False,
+       replace: Annotated[bool, typer.Option(
+           "--replace", help="Let a change replace Jobs that ran or run (training restarts from "
+           "its checkpoint); unchanged: a new run.")] = False,
+       script_args: o.ScriptArgs = None):
+    """Create (or upgrade) a TF cluster: the PS release and the main release.
+
+    On an existing cluster it shows what changes and applies nothing the API server would
+    refuse (server-side dry run first)."""
+    from tfhelm import deploy
+    from tfhelm.errors import TrainingFailed
+    from tfhelm.helm import Helm
+    from tfhelm.values import generate_name
+
+    generated = name is None
+    p = deploy.plan(o.cluster_options(
+        name=name or generate_name(), namespace=namespace, workers=workers, ps=ps, chief=chief,
+        evaluator=evaluator, in_graph=in_graph, image=image, script=script, gpus=gpus, user=user,
+        values_files=values_files, sets=sets, set_strings=set_strings, set_jsons=set_jsons,
+        script_args=script_args))
+    helm = Helm()
+    if dry_run:
+        write(deploy.manifests_yaml(deploy.render(p, helm)))
+        return
+    from tfhelm.kube import Kube
+
+    kube = Kube()
+    deploy.up(p, helm, kube, notify=note, replace=replace)
+    s = p.shape
+    err.print(f"[green]✓[/green] TF cluster [bold]{p.namespace}/{p.name}[/bold]: {s.workers} worker(s), "
+              f"{s.ps} PS{', chief' if s.chief else ''}{', evaluator' if s.evaluator else ''}"
+              f"{' (generated name)' if generated else ''}")
+    err.print(f"  follow it:  tfhelm status {p.name} -n {p.namespace}\n"
+              f"  logs:       tfhelm logs {p.name} -n {p.namespace} -f\n"
+              f"  remove it:  tfhelm down {p.name} -n {p.namespace}")
+    if wait:
+        from tfhelm.progress import wait_for_training
+
+        outcome, simulated = wait_for_training(kube, p.namespace, p.name, s, err, timeout=timeout)
+        colour = "green" if outcome == "Complete" else "red"
+        if simulated:  # kwok decided the pods' fate: say so, never claim a training
+            err.print(f"[{colour}]Jobs {outcome.lower()} on simulated (kwok) nodes: no container ran, "
+                      f"nothing was trained[/{colour}]")
+        else:
+            err.print(f"[{colour}]training {outcome.lower()}[/{colour}]")
+        if outcome != "Complete" and not reap:
+            raise typer.Exit(TrainingFailed.exit_code)
+    if reap and s.ps:
+        from tfhelm.commands.reap import run_reaper, summarize
+
+        result = run_reaper(kube, p.namespace, p.name, p.cluster.reaper, err, helm=helm)
+        if summarize(result, p.namespace, err):
+            raise typer.Exit(TrainingFailed.exit_code)

@@ -281,8 +281,14 @@ class Cluster:
         reached: list[float] = []
         t0 = time.perf_counter()
 
+        def relist() -> str:
+            pods = self.core.list_namespaced_pod(ns, field_selector="status.phase=Running")
+            running.clear()
+            running.update(p.metadata.name for p in pods.items)
+            return pods.metadata.resource_version
+
         def watch():
-            rv = self.core.list_namespaced_pod(ns, field_selector="status.phase=Running").metadata.resource_version
+            rv = relist()
             while not done.is_set():
                 resp = self.core.list_namespaced_pod(
                     ns, field_selector="status.phase=Running", watch=True, resource_version=rv,
@@ -293,6 +299,9 @@ class Cluster:
                     *lines, buf = buf.split(b"\n")
                     for line in lines:
                         ev = json.loads(line)
+                        if ev["type"] == "ERROR":  # e.g. 410 Gone: start over from a list
+                            rv = relist()
+                            continue
                         meta = ev["object"].get("metadata", {})
                         rv = meta.get("resourceVersion", rv)
                         if ev["type"] == "ADDED":
@@ -537,6 +546,8 @@ def plot(res: dict, path: Path) -> None:
         if key == "stored":
             ax.axhline(1 << 20, color="grey", lw=0.8, ls=":")
             ax.text(res["static"][0]["n"], 1.2 * (1 << 20), "Helm's 1 MiB Secret", fontsize=8, color="grey")
+            ax.axhline(64 << 10, color="green", lw=0.8, ls=":")
+            ax.text(res["static"][0]["n"], 1.2 * (64 << 10), "64 KiB target", fontsize=8, color="green")
         ax.set(xscale="log", yscale="log", xlabel="workers N", title=title)
         ax.grid(True, which="major", alpha=0.3)
         ax.legend(fontsize=8)

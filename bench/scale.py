@@ -18,9 +18,10 @@ Per N workers (PS = N/64, at least 1, at most 64; the baseline gets the same PS)
     against the real Secrets at the N installed on the cluster. Baseline: the manifest alone
     (no chart, values or metadata), so a lower bound; generated up to a byte budget and
     extrapolated beyond it (marked ~);
-  * on the local cluster (kwok nodes, own namespace per run): seconds until every pod is
-    Running after `tfhelm up` and after plain `helm install` of the same values, and when
-    each command returned; real stored release bytes;
+  * on the local cluster (kwok nodes, own namespace per run, all kept until the end):
+    seconds until every pod is Running after `tfhelm up` and after plain `helm install` of
+    the same values (which goes first alternates with N), and when each command returned;
+    real stored release bytes;
   * at one N: wall, CPU seconds and max RSS of `tfhelm up --wait` (pods complete after a
     simulated 30 s), `tfhelm status` vs `kubectl get pods`;
   * CLI startup: `tfhelm --help` vs `helm version`.
@@ -62,9 +63,9 @@ CHART = REPO / "charts" / "tf-cluster"
 NAME = "bench"
 STATIC_NS = "bench"
 LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-FULL = {"static": [8, 64, 512, 2048, 10_000, 100_000], "cluster": [8, 512, 1024, 4096],
+FULL = {"static": [8, 64, 512, 2048, 10_000, 100_000], "cluster": [8, 1024, 4096],
         "resources": 1024}
-QUICK = {"static": [8, 512, 10_000], "cluster": [8, 64, 512], "resources": 512}
+QUICK = {"static": [8, 512, 10_000], "cluster": [8, 512], "resources": 256}
 PODS_PER_NODE = 250  # tfhelm.localcluster's kwok nodes
 # Small requests so thousands of pods fit the kwok nodes; workers stay Running (kwok would
 # complete Job pods after 3 s) unless a run says otherwise.
@@ -213,13 +214,13 @@ def static_row(n: int) -> dict:
 class Cluster:
     """The local cluster (tfhelm.localcluster), started with enough kwok nodes if needed."""
 
-    def __init__(self, max_pods: int):
+    def __init__(self, pods: int):
         from kubernetes import client, config
 
         from tfhelm import localcluster
 
         self.lc = localcluster
-        nodes = math.ceil(max_pods * 1.1 / PODS_PER_NODE) + 2  # + the tainted user node
+        nodes = math.ceil(pods * 1.1 / PODS_PER_NODE) + 2  # + the tainted user node
         self.started = localcluster.status() is None
         real = not self.started and localcluster.has_real_node()  # never restart someone's node
         log(f"local cluster: {'starting' if self.started else 'using'} it with {nodes} nodes"
@@ -231,11 +232,21 @@ class Cluster:
         self.api = config.new_client_from_config(config_file=self.kubeconfig)
         self.core = client.CoreV1Api(self.api)
         self.client = client
+        self.namespaces: list[str] = []
 
     def down(self) -> None:
+        """Remove what the bench made: the whole cluster if it started it, else its namespaces
+        (Jobs first: the namespace controller deletes their pods but leaves the Jobs, whose
+        tracking finalizer then holds the pods, and the namespace, until the Job is gone)."""
         if self.started:
             log("stopping the local cluster the bench started")
             self.lc.down()
+            return
+        log(f"deleting the bench's namespaces: {', '.join(self.namespaces)}")
+        for ns in self.namespaces:
+            self.client.BatchV1Api(self.api).delete_collection_namespaced_job(
+                ns, propagation_policy="Background")
+            self.core.delete_namespace(ns)
 
     def namespace(self, kind: str, n: int) -> str:
         c = self.client
@@ -245,11 +256,8 @@ class Cluster:
             name=name, labels=labels, annotations=self.lc.SIMULATED_NAMESPACE_ANNOTATIONS)))
         self._until(lambda: self._exists(lambda: self.core.read_namespaced_service_account("default", name)),
                     60, f"serviceaccount {name}/default")
+        self.namespaces.append(name)
         return name
-
-    def delete(self, ns: str) -> None:
-        self.core.delete_namespace(ns)
-        self._until(lambda: not self._exists(lambda: self.core.read_namespace(ns)), 900, f"namespace {ns} gone")
 
     def stored_release_bytes(self, ns: str) -> int:
         secrets = self.core.list_namespaced_secret(ns, label_selector="owner=helm").items
@@ -352,8 +360,7 @@ def install_runs(cl: Cluster, n: int, values: Path, order: int) -> dict:
             row[f"{kind}_running_s"] = secs
             row[f"{kind}_stored_real"] = cl.stored_release_bytes(ns)
             log(f"N={n}: {kind} returned after {res.wall:.1f}s, all Running after "
-                f"{'-' if secs is None else f'{secs:.1f}s'}; deleting {ns}")
-            cl.delete(ns)
+                f"{'-' if secs is None else f'{secs:.1f}s'}")
     return row
 
 
@@ -374,8 +381,7 @@ def resource_runs(cl: Cluster, n: int, values: Path) -> dict:
     out["status"] = usage(median_run([TFHELM, "status", NAME, "-n", ns], 3))
     out["kubectl_get_pods"] = usage(median_run([cl.kubectl, "get", "pods", "-n", ns], 3))
     log(f"N={n}: tfhelm status {out['status']['wall_s']:.2f}s vs kubectl get pods "
-        f"{out['kubectl_get_pods']['wall_s']:.2f}s; deleting {ns}")
-    cl.delete(ns)
+        f"{out['kubectl_get_pods']['wall_s']:.2f}s")
     return out
 
 
@@ -578,7 +584,10 @@ def main(argv: list[str] | None = None) -> int:
     prefix = "scale-quick" if args.quick else "scale"
     res: dict = {"quick": args.quick, "sizes": sizes}
     log(f"bench: {'quick' if args.quick else 'full'} run; sizes {sizes}")
-    cl = None if args.skip_cluster else Cluster(max(sizes["cluster"]) + ps_for(max(sizes["cluster"])))
+    # Every run keeps its namespace until the end: deleting thousands of pods takes the
+    # controllers minutes (their API rate limits) and would load the next measurement.
+    pods = sum(2 * (n + ps_for(n)) for n in sizes["cluster"]) + sizes["resources"] + ps_for(sizes["resources"])
+    cl = None if args.skip_cluster else Cluster(pods)
     try:
         res["machine"] = machine(cl.kubectl if cl else None)
         res["startup"] = startup()

@@ -179,8 +179,11 @@ def static_row(n: int) -> dict:
         # Helm's release JSON of each release `tfhelm up` installs, encoded as Helm stores it.
         values = run([TFHELM, "render", NAME, *shape, "--values-only"])
         total = 0
+        releases = release_values(values.out)
+        if not releases:
+            row["stored_error"] = f"no release in `tfhelm render --values-only`: {values.first_error()}"
         with tempfile.TemporaryDirectory() as tmp:
-            for release, text in release_values(values.out).items():
+            for release, text in releases.items():
                 f = Path(tmp) / f"{release}.yaml"
                 f.write_text(text)
                 dry = run([HELM, "install", release, CHART, "-n", STATIC_NS, "-f", f,
@@ -190,7 +193,8 @@ def static_row(n: int) -> dict:
                     break
                 total += stored_bytes(json.dumps(json.loads(dry.out), separators=(",", ":")).encode())
             else:
-                row["tfhelm_stored"] = total
+                if releases:
+                    row["tfhelm_stored"] = total
             one = run([TFHELM, "render", NAME, *shape, "--values-only", "--one-release"])
             f = Path(tmp) / "one.yaml"
             f.write_text(one.out)

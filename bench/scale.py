@@ -206,8 +206,8 @@ def static_row(n: int) -> dict:
     b = baseline.measure(NAME, STATIC_NS, n, p)
     row.update(baseline_render_s=b.seconds, baseline_bytes=b.bytes, baseline_objects=b.objects,
                baseline_largest=b.largest, baseline_stored=b.stored, baseline_exact=b.exact)
-    log(f"N={n} (PS {p}): tfhelm render {row.get('tfhelm_render_s', float('nan')):.2f}s, "
-        f"helm template {row.get('helm_template_s', float('nan')):.2f}s; objects "
+    log(f"N={n} (PS {p}): tfhelm render {fmt_s(row.get('tfhelm_render_s'))}, "
+        f"helm template {fmt_s(row.get('helm_template_s'))}; objects "
         f"{row.get('tfhelm_objects')} vs {b.objects}; stored {fmt_bytes(row.get('tfhelm_stored'))} "
         f"vs {'' if b.exact else '~'}{fmt_bytes(b.stored)}")
     return row

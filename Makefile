@@ -64,3 +64,5 @@ demo: install testenv node images ## The main job, for real: 8 workers and 2 PS 
 clean: ## Stop the local cluster, remove build outputs (the per-user binary cache stays)
 	-[ -x $(TFHELM) ] && $(TFHELM) cluster down
 	rm -rf $(BIN) $(VENV) .pytest_cache .tfhelm $(DIST)
+
+-include mk/bench.mk

@@ -1,4 +1,6 @@
 """The local Kubernetes used by the cluster tests and the demo.
+(One module, over 400 lines: up() and down() must undo each other step by step, and
+reading them side by side is how that stays true. The real node is in localnode.py.)
 
 The real control plane (etcd, kube-apiserver, kube-controller-manager,
 kube-scheduler) runs as local processes started by `kwokctl --runtime binary`,

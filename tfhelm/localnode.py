@@ -1,4 +1,6 @@
 """The local cluster's real node: pods that really run.
+(One module, over 400 lines: start() and stop() mirror each other - namespaces, mounts,
+cgroups, processes - and stay correct only when read together.)
 
 kubelet and kube-proxy (the pinned Kubernetes), containerd 2 with Debian's runc and CNI
 plugins, and CoreDNS run as host processes, with kube-router's network policy controller enforcing

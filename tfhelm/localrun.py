@@ -1,6 +1,6 @@
 """`tfhelm run --local`: the chart's topology as processes on this machine.
-(One module, over 400 lines: planning the tasks, starting them and stopping them by the
-reaper's rule share the task table and its locking; split, each half would need the other.)
+(One module, over 400 lines: the plan of a local run - pure, tested without processes -
+is used only by the process supervisor below it, so the two are read together.)
 
 Every task gets the TF_CONFIG that tfhelm.spec computes for the chart (the same code the
 chart is tested against), with every host mapped to 127.0.0.1 and a free port, and runs

@@ -178,7 +178,7 @@ def static_row(n: int) -> dict:
                    **{f"tfhelm_{k}": v for k, v in manifest_stats(r.out).items()})
         # Helm's release JSON of each release `tfhelm up` installs, encoded as Helm stores it.
         values = run([TFHELM, "render", NAME, *shape, "--values-only"])
-        total = 0
+        sizes = []
         releases = release_values(values.out)
         if not releases:
             row["stored_error"] = f"no release in `tfhelm render --values-only`: {values.first_error()}"
@@ -191,10 +191,10 @@ def static_row(n: int) -> dict:
                 if dry.rc != 0:
                     row["stored_error"] = dry.first_error()
                     break
-                total += stored_bytes(json.dumps(json.loads(dry.out), separators=(",", ":")).encode())
+                sizes.append(stored_bytes(json.dumps(json.loads(dry.out), separators=(",", ":")).encode()))
             else:
-                if releases:
-                    row["tfhelm_stored"] = total
+                if releases:  # each release stores the chart once: the target is per release
+                    row.update(tfhelm_stored=sum(sizes), tfhelm_stored_largest=max(sizes))
             one = run([TFHELM, "render", NAME, *shape, "--values-only", "--one-release"])
             f = Path(tmp) / "one.yaml"
             f.write_text(one.out)
@@ -444,9 +444,10 @@ def targets(res: dict) -> list[tuple[str, str, str]]:
     static = {r["n"]: r for r in res["static"]}
     big = static.get(100_000)
     if big:
-        v = big.get("tfhelm_stored")
+        v = big.get("tfhelm_stored_largest")
         rows.append(("stored release < 64 KiB at N=100,000",
-                     fmt_bytes(v) if v else big.get("tfhelm_error", big.get("stored_error", "-")),
+                     f"{fmt_bytes(v)} (largest release; both: {fmt_bytes(big['tfhelm_stored'])})" if v
+                     else big.get("tfhelm_error", big.get("stored_error", "-")),
                      "met" if v and v < 64 * 1024 else "missed"))
     largest = [(r.get("tfhelm_largest"), r["n"]) for r in res["static"] if r.get("tfhelm_largest")]
     if largest:
@@ -484,7 +485,7 @@ def markdown(res: dict) -> str:
              f"PS = N/64 (1-64). tfhelm = both releases `tfhelm up` installs; per-task = "
              f"bench/baseline.py (~: extrapolated).", "",
              "| workers N | PS | objects tfhelm / per-task | rendered bytes tfhelm / per-task "
-             "| largest object tfhelm / per-task | stored release tfhelm / per-task | config ConfigMap "
+             "| largest object tfhelm / per-task | stored release tfhelm (largest release) / per-task | config ConfigMap "
              "| render s: tfhelm / helm template / per-task |",
              "|---:|---:|---|---|---|---|---:|---|"]
     for r in res["static"]:
@@ -494,7 +495,7 @@ def markdown(res: dict) -> str:
             tf["render"] = f"refused: {r['tfhelm_error'][:80]}"
         else:
             tf = {"objects": f"{r['tfhelm_objects']:,}", "bytes": fmt_bytes(r["tfhelm_bytes"]),
-                  "largest": fmt_bytes(r["tfhelm_largest"]), "stored": fmt_bytes(r.get("tfhelm_stored")),
+                  "largest": fmt_bytes(r["tfhelm_largest"]), "stored": f"{fmt_bytes(r.get('tfhelm_stored'))} ({fmt_bytes(r.get('tfhelm_stored_largest'))})",
                   "configmap": fmt_bytes(r["tfhelm_configmap"]), "render": fmt_s(r["tfhelm_render_s"])}
         lines.append(
             f"| {r['n']:,} | {r['ps']} | {tf['objects']} / {r['baseline_objects']:,} "

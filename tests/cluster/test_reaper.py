@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -68,6 +69,16 @@ def start_reap(ns: str, *args: str, kubeconfig: str | None = None) -> subprocess
     env = dict(os.environ, **({"KUBECONFIG": kubeconfig} if kubeconfig else {}))
     return subprocess.Popen([TFHELM, "reap", *args, "-n", ns], env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
+
+
+def first_line(proc: subprocess.Popen, timeout: float = 120) -> str:
+    """The reaper's first line of output (without a terminal: its first look at the cluster)."""
+    box: list[str] = []
+    reader = threading.Thread(target=lambda: box.append(proc.stdout.readline()), daemon=True)
+    reader.start()
+    reader.join(timeout)
+    assert box and box[0], f"the reaper printed nothing in {timeout:.0f}s (exit {proc.poll()})"
+    return box[0]
 
 
 def stop(proc: subprocess.Popen) -> str:
@@ -232,12 +243,12 @@ def test_api_server_restarted_while_watching(core, apps, namespace, external_clu
         pytest.skip("restarts the local cluster's kube-apiserver")
     up(namespace, "r", SLOW, NO_STORAGE)
     wait_ps_running(core, namespace, "r", 1)
-    proc = start_reap(namespace, "r", "--grace", "1")
     wait_for(lambda: events(core, namespace, "SuccessfulCreate", job_of(namespace, "r", "worker")), 30, what="workers")
-    time.sleep(2)  # let the reaper list and start its watch
+    proc = start_reap(namespace, "r", "--grace", "1")
+    first = first_line(proc)  # past its Helm checks: it has listed the Jobs and watches them
     restart_apiserver()
     finish(core, namespace, job_of(namespace, "r", "worker"))  # the outcome arrives on the new connection
-    out = proc.communicate(timeout=180)[0]
+    out = first + proc.communicate(timeout=180)[0]
     assert proc.returncode == 0, out
     assert "unreachable" in out and "watching again" in out, out
     wait_ps_gone(core, apps, namespace, "r")

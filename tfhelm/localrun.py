@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tfhelm import spec
+from tfhelm import spec, training
 from tfhelm.errors import UsageError
 
 LAUNCHER = Path(__file__).with_name("launcher.py")
@@ -125,10 +125,10 @@ def plan(shape: spec.Shape, name: str = "local", in_graph: bool = False,
 
 
 def done_condition(tasks: Iterable[LocalTask]) -> list[str]:
-    """The tasks whose exit means training is over (the reaper's rule)."""
+    """The tasks whose exit means training is over (the reaper's rule, tfhelm.training)."""
     tasks = list(tasks)
-    chief = [t.name for t in tasks if t.type == "chief"]
-    return chief or [t.name for t in tasks if t.type == "worker"]
+    role = training.decisive_role({t.type for t in tasks})
+    return [t.name for t in tasks if t.type == role]
 
 
 # --- the run (processes) ------------------------------------------------------------------

@@ -78,13 +78,18 @@ def has_index(ranges: str, index: int) -> bool:
     return False
 
 
-def decisive_job(jobs: list[JobRow], completion: str = "auto") -> JobRow | None:
-    """The Job whose end means training ended: for `auto` the chief's if there is one
-    (in-graph: the chief drives the cluster), else the workers'."""
-    by_role = current_jobs(jobs)
+def decisive_role(roles, completion: str = "auto") -> str:
+    """The role whose end means training ended: for `auto` the chief if there is one
+    (in-graph: the chief drives the cluster), else the workers. `roles`: those present."""
     if completion == "auto":
-        return by_role.get("chief") or by_role.get("worker")
-    return by_role.get("chief" if completion == "chief" else "worker")
+        return "chief" if "chief" in roles else "worker"
+    return "chief" if completion == "chief" else "worker"
+
+
+def decisive_job(jobs: list[JobRow], completion: str = "auto") -> JobRow | None:
+    """The current Job of the decisive role (see `decisive_role`)."""
+    by_role = current_jobs(jobs)
+    return by_role.get(decisive_role(by_role, completion))
 
 
 def current_jobs(jobs: list[JobRow]) -> dict[str, JobRow]:

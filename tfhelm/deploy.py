@@ -174,11 +174,9 @@ def up(p: Plan, helm: Helm, kube: Kube, notify: Notify = lambda _: None,
     """
     rendered = render(p, helm)
     kube.ping()
-    charts = helm.charts(p.namespace, [r.name for r in p.releases])
-    for r in p.releases:
-        if charts.get(r.name, CHART) != CHART:
-            raise SpecError("--name", f"release {p.namespace}/{r.name} exists and holds chart "
-                            f"{charts[r.name]}", "choose another name")
+    installed = find(p.name, p.namespace, helm, field="--name")  # refuses other charts' releases
+    existing = {p.name} if installed.workload else set()
+    existing |= {spec.ps_release(p.name)} if installed.ps else set()
     change = change_of(p, rendered, helm, kube)
     rerun = replace and change.current and not (change.values or change.replaced)
     for line in [] if rerun else change.lines():
@@ -200,7 +198,7 @@ def up(p: Plan, helm: Helm, kube: Kube, notify: Notify = lambda _: None,
             for name in kube.delete_jobs(p.namespace, p.name):
                 notify(f"deleted Job {p.namespace}/{name} for a new run")
         for r in p.releases:
-            existed = r.name in charts
+            existed = r.name in existing
             notify(f"{'upgrading' if existed else 'installing'} release {p.namespace}/{r.name}")
             # No wait between the releases: the PS mount the volumes the workload release
             # makes, and workers retry until the PS answer. `--wait` watches training.

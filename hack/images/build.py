@@ -30,8 +30,9 @@ import tarfile
 from pathlib import Path
 
 # Part of every layer's cache key: bump it when a change here must rebuild the layers.
-LAYOUT = 1
-BASE_PACKAGES = ["python3", "python3-pip", "ca-certificates", "nginx-light", "tini"]
+LAYOUT = 2
+# python-is-python3: `python` on PATH, as users of the public images type it.
+BASE_PACKAGES = ["python3", "python-is-python3", "python3-pip", "ca-certificates", "nginx-light", "tini"]
 PATH_ENV = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
@@ -80,6 +81,10 @@ def build_base(dest: Path) -> None:
         for p in (tmp / junk).glob("*"):
             shutil.rmtree(p) if p.is_dir() and not p.is_symlink() else p.unlink()
     (tmp / "etc/apt/sources.list").unlink(missing_ok=True)  # names the build machine's mirror
+    # pip for users (a Jupyter terminal, a run's extra packages), as in the public images:
+    # Debian marks its Python externally managed (PEP 668), which refuses every `pip install`.
+    for marker in tmp.glob("usr/lib/python3*/EXTERNALLY-MANAGED"):
+        marker.unlink()
     tmp.rename(dest)
 
 
@@ -252,7 +257,7 @@ def main() -> None:
 
     base = layer("base", suite, BASE_PACKAGES, build=build_base)
     tf = layer("tensorflow", keys[base], a.tensorflow, build=lambda d: build_overlay(
-        d, [dirs[base]], f"pip install -q tensorflow-cpu=={a.tensorflow}"))
+        d, [dirs[base]], f"pip install -q tensorflow-cpu=={a.tensorflow} && {_tf_keras(a.tensorflow)}"))
     # tfhelm's dependencies and helm, then tfhelm itself (small, rebuilt when the code changes).
     helm_key = file_digest(a.helm)
     install_helm = "install -m 0755 /mnt/helm /usr/local/bin/helm"
@@ -299,6 +304,14 @@ def main() -> None:
         write_archive(out, images, packed)
         stamp.write_text(archive_key)
     print(out)
+
+
+def _tf_keras(tensorflow: str) -> str:
+    """Keras 2 (tf-keras, same minor as TensorFlow) for programs that set
+    TF_USE_LEGACY_KERAS=1. --no-deps: it requires `tensorflow`, which pip would install
+    beside tensorflow-cpu (the same code again, 600 MB)."""
+    minor = ".".join(tensorflow.split(".")[:2])
+    return f"pip install -q --no-deps 'tf-keras=={minor}.*'"
 
 
 def wheel_digest(wheel: Path) -> str:

@@ -204,7 +204,7 @@ def test_no_service_may_claim_an_external_ip(core, namespace, external_cluster):
     if external_cluster:
         pytest.skip("the admission plugins are the local cluster's")
     service = client.V1Service(metadata=client.V1ObjectMeta(name="capture"), spec=client.V1ServiceSpec(
-        external_i_ps=["10.231.0.1"], ports=[client.V1ServicePort(port=53)]))
+        external_ips=["10.231.0.1"], ports=[client.V1ServicePort(port=53)]))
     with pytest.raises(ApiException) as err:
         core.create_namespaced_service(namespace, service)
     assert err.value.status == 403 and "externalIPs" in err.value.body, err.value.body

@@ -207,4 +207,4 @@ def test_no_service_may_claim_an_external_ip(core, namespace, external_cluster):
         external_ips=["10.231.0.1"], ports=[client.V1ServicePort(port=53)]))
     with pytest.raises(ApiException) as err:
         core.create_namespaced_service(namespace, service)
-    assert err.value.status == 403 and "externalIPs" in err.value.body, err.value.body
+    assert err.value.status == 403 and "external IPs is denied" in err.value.body, err.value.body

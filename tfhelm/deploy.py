@@ -164,16 +164,33 @@ def up(p: Plan, helm: Helm, kube: Kube, notify: Notify = lambda _: None,
              replace: bool = False) -> Change:
     """Install or upgrade both releases, without ever leaving a half-made cluster:
 
-    1. render (schema, templates) and read what exists; a change that replaces Jobs that
+    1. render (schema, templates); then, holding the cluster's install lock (one `up` of a
+       name at a time, tfhelm/lock.py), read what exists; a change that replaces Jobs that
        ran or run is refused unless `replace` (their pods and status would go);
     2. a server-side dry run of every object: nothing changes before the API server
-       admitted the whole cluster (quota, Pod Security, policies);
+       admitted the whole cluster (quota, Pod Security, policies). It also names what was
+       edited by hand since (drift), which the install sets back to the chart's values;
     3. install/upgrade, PS first. A failure undoes what this call made: Helm rolls back a
        failed release; releases, PVCs and the namespace this call created are removed.
        PVCs that existed before (data) are never touched.
     """
+    from tfhelm.lock import InstallLock
+
     rendered = render(p, helm)
     kube.ping()
+    made_namespace = kube.ensure_namespace(p.namespace)  # the lock lives in it
+    try:
+        with InstallLock(kube, p.namespace, p.name):
+            return _install(p, rendered, helm, kube, notify, replace, made_namespace)
+    except Exception:
+        if made_namespace:
+            notify(f"removing namespace {p.namespace} again")
+            kube.delete_namespace(p.namespace)
+        raise
+
+
+def _install(p: Plan, rendered: dict[str, list[dict]], helm: Helm, kube: Kube, notify: Notify,
+             replace: bool, made_namespace: bool) -> Change:
     installed = find(p.name, p.namespace, helm, field="--name")  # refuses other charts' releases
     existing = {p.name} if installed.workload else set()
     existing |= {spec.ps_release(p.name)} if installed.ps else set()
@@ -187,13 +204,13 @@ def up(p: Plan, helm: Helm, kube: Kube, notify: Notify = lambda _: None,
                              f"{p.namespace}/{p.name} (their pods and status go; the training "
                              "restarts from its last checkpoint); nothing was changed. Rerun with "
                              "--replace to do it, or `tfhelm down` first")
-    made_namespace = kube.ensure_namespace(p.namespace)
     pvcs_before = kube.pvc_names(p.namespace, p.name)
     created: list[str] = []
     try:
-        for r in p.releases:
-            kube.dry_run_apply(p.namespace, rendered[r.name])
+        drift = [d for r in p.releases for d in kube.dry_run_apply(p.namespace, rendered[r.name])]
         notify(f"the API server admits every object of {p.namespace}/{p.name} (server-side dry run)")
+        for d in drift:
+            notify(f"drift: {d}; set back to the chart's value")
         if rerun:  # same values, asked to replace: a new run of the same cluster
             for name in kube.delete_jobs(p.namespace, p.name):
                 notify(f"deleted Job {p.namespace}/{name} for a new run")
@@ -222,9 +239,7 @@ def _undo(p: Plan, helm: Helm, kube: Kube, created: list[str], pvcs_before: set[
         notify(f"removing release {p.namespace}/{name} again")
         helm.uninstall(name, p.namespace)
     if made_namespace:
-        notify(f"removing namespace {p.namespace} again")
-        kube.delete_namespace(p.namespace)
-        return
+        return  # up() deletes it, with everything in it, once the lock is released
     for pvc in sorted(kube.pvc_names(p.namespace, p.name) - pvcs_before):
         notify(f"removing PersistentVolumeClaim {p.namespace}/{pvc} again (made by this attempt)")
         kube.delete_pvc(p.namespace, pvc)
@@ -235,6 +250,8 @@ def down(name: str, namespace: str, helm: Helm, kube: Kube, purge: bool = False,
     """Uninstall both releases (an interrupted install's PS release too); PVCs (data, logs,
     checkpoints) stay unless `purge`. Returns False when there was nothing to remove."""
     find(name, namespace, helm)
+    values = (helm.get_values(name, namespace) or helm.get_values(spec.ps_release(name), namespace)
+              or {}) if purge else {}
     found = False
     for release in (spec.ps_release(name), name):
         if helm.uninstall(release, namespace):
@@ -244,7 +261,31 @@ def down(name: str, namespace: str, helm: Helm, kube: Kube, purge: bool = False,
         for pvc in kube.delete_pvcs(namespace, name):
             found = True
             notify(f"deleted PersistentVolumeClaim {namespace}/{pvc}")
+        for line in kept_volumes(name, namespace, values):
+            notify(line)
     return found
+
+
+def kept_volumes(name: str, namespace: str, values: dict) -> list[str]:
+    """What `down --purge` does not delete, and why: volumes the cluster mounts but did not
+    make (`existingClaim`, e.g. a user's logs and data volumes, shared by all their runs)."""
+    from tfhelm import users
+
+    storage = values.get("storage") or {}
+    lines = []
+    for volume in ("logs", "data"):
+        claim = (storage.get(volume) or {}).get("existingClaim")
+        if not claim:
+            continue
+        line = (f"kept PersistentVolumeClaim {namespace}/{claim}: not this cluster's "
+                f"(storage.{volume}.existingClaim)")
+        if volume == "logs":
+            line += (f"; the run's logs and checkpoints stay in its directory {name}/ there, and a "
+                     f"new `tfhelm up --name {name}` resumes from them: delete the directory to start over")
+            if namespace.startswith(users.NAMESPACE_PREFIX) and claim == users.claim_name("logs"):
+                line += f" (in the notebook: rm -r /log/{name})"
+        lines.append(line)
+    return lines
 
 
 def remove_interrupted(name: str, namespace: str, helm: Helm, kube: Kube) -> bool:

@@ -147,12 +147,13 @@ class Helm:
         """Install or upgrade; no half-made release stays. With wait, Helm waits for the
         objects to be ready and rolls a failure back. Without, it returns once the API
         server accepted every object, and a refused first install is uninstalled here.
-        Returns the new revision."""
+        Fields edited by hand since are taken back (server-side apply with force), so drift
+        is repaired instead of failing every later upgrade. Returns the new revision."""
         first = not wait and self.get_values(release, namespace) is None
         try:
             rev = asyncio.run(self.command.install_or_upgrade(
                 release, chart_path(chart), values, namespace=namespace, atomic=wait, wait=wait,
-                create_namespace=False))
+                create_namespace=False, force_conflicts=True))
             return rev["version"]
         except self._errors.Error as err:
             if first:

@@ -15,8 +15,8 @@ from kubernetes import client, config
 from kubernetes.client.rest import ApiException
 from urllib3.exceptions import HTTPError
 
-from tfhelm.errors import (AdmissionRefused, ClusterUnreachable, SpecError, TimedOut, access_denied,
-                           api_error, api_message)
+from tfhelm.errors import (AdmissionRefused, ClusterUnreachable, SpecError, TfhelmError, TimedOut,
+                           access_denied, api_error, api_message)
 from tfhelm.spec import validate_namespace
 
 CLUSTER_LABEL = "tfhelm.io/cluster"
@@ -84,6 +84,25 @@ def current_namespace(kubeconfig: str | None = None) -> str:
                 return f.read().strip()
         except OSError:
             return "default"
+
+
+# The field manager Helm 4 applies with (server-side apply): a dry run under the same name
+# conflicts only with fields someone else changed since.
+HELM_FIELD_MANAGER = "helm"
+
+
+def apply_conflicts(message: str) -> str | None:
+    """A server-side apply conflict as one line (".data.x changed by kubectl-edit"); "" when
+    the only other manager is Helm's own (a release Helm 3 installed client-side); None when
+    the message is no conflict."""
+    m = re.search(r"Apply failed with \d+ conflicts?: (.*)", message, re.S)
+    if not m:
+        return None
+    managers = set(re.findall(r'conflicts? with "([^"]+)"', m.group(1)))
+    if not managers - {HELM_FIELD_MANAGER}:
+        return ""
+    fields = re.findall(r"(?<!\S)(\.\S+)", re.sub(r'conflicts? with "[^"]*"', "", m.group(1)))
+    return f"{', '.join(fields) or 'fields'} changed by {', '.join(sorted(managers))}"
 
 
 @dataclass
@@ -172,8 +191,13 @@ class Kube:
         except ApiException as err:
             if err.status != 404:
                 raise api_error(err, f"namespace {namespace}") from err
+        try:
             self.core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=namespace)))
             return True
+        except ApiException as err:
+            if err.status == 409:  # another `tfhelm up` made it just now
+                return False
+            raise api_error(err, f"namespace {namespace}") from err
 
     def delete_namespace(self, namespace: str) -> None:
         try:
@@ -182,20 +206,43 @@ class Kube:
             if err.status != 404:
                 raise api_error(err, f"namespace {namespace}") from err
 
-    def dry_run_apply(self, namespace: str, objects: list[dict]) -> None:
-        """Server-side apply of every object with dryRun=All: admission (quota, Pod Security,
-        policies) and validation run as for a real apply, and nothing is stored. Raises
-        AdmissionRefused naming the first object the API server refuses."""
+    def server_side_apply(self, obj: dict, namespace: str | None = None, *, manager: str = "tfhelm",
+                          force: bool = True, dry_run: bool = False):
+        """Server-side apply of one object (any kind the API server serves)."""
         from kubernetes.dynamic import DynamicClient
+        from kubernetes.dynamic.exceptions import ResourceNotFoundError
 
-        dyn = DynamicClient(self.api)
+        if "_dynamic" not in self.__dict__:  # discovery once per client
+            self._dynamic = DynamicClient(self.api)
+        try:
+            resource = self._dynamic.resources.get(api_version=obj["apiVersion"], kind=obj["kind"])
+        except ResourceNotFoundError as err:
+            raise TfhelmError(f"this cluster does not serve {obj['kind']} ({obj['apiVersion']})") from err
+        return self._dynamic.server_side_apply(
+            resource, body=obj, namespace=namespace if resource.namespaced else None,
+            field_manager=manager, force_conflicts=force, dry_run="All" if dry_run else None)
+
+    def dry_run_apply(self, namespace: str, objects: list[dict]) -> list[str]:
+        """Server-side apply of every object with dryRun=All, as Helm's own field manager:
+        admission (quota, Pod Security, policies) and validation run as for a real apply,
+        and nothing is stored. Raises AdmissionRefused naming the first object the API
+        server refuses. Returns the drift: fields someone else changed since Helm applied
+        them, one line per object (Helm takes them back: it applies with force)."""
         roles = {o["metadata"]["name"] for o in objects if o.get("kind") == "Role"}
+        drift = []
         for obj in objects:
             kind, name = obj.get("kind", "?"), obj.get("metadata", {}).get("name", "?")
             try:
-                resource = dyn.resources.get(api_version=obj["apiVersion"], kind=kind)
-                dyn.server_side_apply(resource, body=obj, namespace=namespace if resource.namespaced else None,
-                                      field_manager="tfhelm-dry-run", force_conflicts=True, dry_run="All")
+                try:
+                    self.server_side_apply(obj, namespace, manager=HELM_FIELD_MANAGER, force=False,
+                                           dry_run=True)
+                except ApiException as err:
+                    conflict = apply_conflicts(api_message(err)) if err.status == 409 else None
+                    if conflict is None:
+                        raise
+                    if conflict:
+                        drift.append(f"{kind} {namespace}/{name}: {conflict}")
+                    self.server_side_apply(obj, namespace, manager=HELM_FIELD_MANAGER, dry_run=True)
             except ApiException as err:
                 # A dry run stores nothing: a RoleBinding to a Role of the same release cannot
                 # be checked (the RBAC escalation check finds no Role) until the Role exists.
@@ -204,6 +251,7 @@ class Kube:
                 if access_denied(err):  # RBAC (exit 3); admission's refusals are exit 5
                     raise api_error(err, f"{kind} {namespace}/{name}") from err
                 raise AdmissionRefused(namespace, kind, name, api_message(err)) from err
+        return drift
 
     def pvc_names(self, namespace: str, cluster: str) -> set[str]:
         """The cluster's PVCs (by label: a PVC someone else makes meanwhile is not ours)."""

@@ -51,6 +51,9 @@ SIMULATED_NAMESPACE_ANNOTATIONS = {
         [{"key": KWOK_TAINT["key"], "operator": "Exists", "effect": "NoSchedule"}]),
 }
 STORAGE_CLASS = "standard"
+# No Service may claim an external IP: kube-proxy would send that address's traffic, from
+# every pod and node, to the Service's pods (CVE-2020-8554).
+DENY_EXTERNAL_IPS = "DenyServiceExternalIPs"
 # What `make testenv` puts in bin/ (and in the per-version cache).
 BINARIES = ("kwokctl", "kwok", "etcd", "kube-apiserver", "kube-controller-manager",
             "kube-scheduler", "kubectl", "kwok-stages.yaml", *localnode.NODE_BINARIES)
@@ -239,7 +242,7 @@ def _kwokctl_config(bins: Path, real_node: bool) -> str:
             "kubelet-preferred-address-types": "InternalIP",
             "kubelet-client-certificate": str(pki / "admin.crt"),
             "kubelet-client-key": str(pki / "admin.key"),
-            "enable-admission-plugins": "PodNodeSelector,PodTolerationRestriction",
+            "enable-admission-plugins": f"PodNodeSelector,PodTolerationRestriction,{DENY_EXTERNAL_IPS}",
         }
         kwok = {  # kwok must leave the real node alone
             "manage-all-nodes": "false",
@@ -249,6 +252,9 @@ def _kwokctl_config(bins: Path, real_node: bool) -> str:
             {"name": "kube-apiserver", "extraArgs": [{"key": k, "value": v} for k, v in apiserver.items()]},
             {"name": "kwok-controller", "extraArgs": [{"key": k, "value": v} for k, v in kwok.items()]},
         ]
+    else:
+        config["componentsPatches"].append({"name": "kube-apiserver", "extraArgs": [
+            {"key": "enable-admission-plugins", "value": DENY_EXTERNAL_IPS}]})
     return yaml.safe_dump(config, sort_keys=False)
 
 

@@ -30,67 +30,97 @@ def prefixed(task: str, text: str, width: int = 0) -> list[str]:
     return [head + line for line in text.splitlines()]
 
 
-def tasks(kube: Kube, namespace: str, name: str) -> list[status.TaskRow]:
-    """The cluster's task pods (paged JSON: `follow` polls this)."""
-    return status.task_rows(kube.task_pods(namespace, name))
+def tasks(kube: Kube, namespace: str, name: str) -> list[tuple[status.TaskRow, list[str]]]:
+    """The cluster's task pods, each with the containers that have a log to show (paged
+    JSON: `follow` polls this; only names are kept, whatever the cluster's size)."""
+    shown: dict[str, list[str]] = {}
+
+    def remember(pods):
+        for pod in pods:
+            shown[pod["metadata"]["name"]] = log_containers(pod)
+            yield pod
+    return [(r, shown[r.pod]) for r in status.task_rows(remember(kube.task_pods(namespace, name)))]
+
+
+def log_containers(pod: dict) -> list[str]:
+    """A pod's containers with a log worth showing: its init containers that failed or still
+    run (a code fetch that failed says why there), then the task container once it started."""
+    st = pod.get("status") or {}
+    names = []
+    for c in st.get("initContainerStatuses") or []:
+        state = c.get("state") or {}
+        if "running" in state or (state.get("terminated") or {}).get("exitCode"):
+            names.append(c["name"])
+    main = next((c for c in st.get("containerStatuses") or [] if c.get("name") == CONTAINER), None)
+    never_ran = main is not None and set(main.get("state") or {}) <= {"waiting"} and \
+        not (main.get("lastState") or {}).get("terminated")
+    if st.get("phase") in STARTED and not never_ran:
+        names.append(CONTAINER)
+    return names
+
+
+def label(task: str, container: str) -> str:
+    """The prefix's task part: `worker:3`, or `worker:3 fetch-code` for an init container."""
+    return task if container == CONTAINER else f"{task} {container}"
 
 
 def show(kube: Kube, namespace: str, name: str, write: Write, note: Write,
          tail: int | None = None) -> int:
     """Print every task's log so far, task by task in status order. Returns the number of
-    tasks printed; tasks without a log yet get a note (on stderr) instead."""
-    rows = tasks(kube, namespace, name)
-    width = max((len(prefix(r.task)) for r in rows), default=0)
+    logs printed; tasks without a log yet get a note (on stderr) instead."""
+    found = tasks(kube, namespace, name)
+    width = max((len(prefix(label(r.task, c))) for r, cs in found for c in cs), default=0)
     shown = 0
-    for r in rows:
-        if r.phase not in STARTED:
+    for r, containers in found:
+        if not containers:
             note(f"{prefix(r.task)}no log yet: pod {r.pod} is {r.phase}")
-            continue
-        try:
-            text = kube.core.read_namespaced_pod_log(r.pod, namespace, container=CONTAINER,
-                                                     tail_lines=tail)
-        except (ApiException, HTTPError, OSError) as e:
-            note(f"{prefix(r.task)}cannot read the log of pod {r.pod}: {_reason(e)}")
-            continue
-        for line in prefixed(r.task, text, width):
-            write(line)
-        shown += 1
+        for container in containers:
+            try:
+                text = kube.core.read_namespaced_pod_log(r.pod, namespace, container=container,
+                                                         tail_lines=tail)
+            except (ApiException, HTTPError, OSError) as e:
+                note(f"{prefix(label(r.task, container))}cannot read the log of pod {r.pod}: {_reason(e)}")
+                continue
+            for line in prefixed(label(r.task, container), text, width):
+                write(line)
+            shown += 1
     return shown
 
 
 def follow(kube: Kube, namespace: str, name: str, write: Write, note: Write,
            poll: float = 2.0, tail: int | None = None) -> None:
-    """Stream every task's log as it is written, starting a stream for each pod once it
-    runs (restarted tasks included). Returns once no stream is open and no task pod is
-    Pending or Running (PS run until reaped: stop with Ctrl-C)."""
+    """Stream every task's log as it is written, starting a stream for each container once
+    it runs (restarted tasks and init containers included). Returns once no stream is open
+    and no task pod is Pending or Running (PS run until reaped: stop with Ctrl-C)."""
     lock = threading.Lock()
-    started: dict[str, threading.Thread] = {}
+    started: dict[tuple[str, str], threading.Thread] = {}
 
     def locked(line: str) -> None:
         with lock:
             write(line)
 
     while True:
-        rows = tasks(kube, namespace, name)
-        width = max((len(prefix(r.task)) for r in rows), default=0)
-        for r in rows:
-            if r.pod not in started and r.phase in STARTED:
-                t = threading.Thread(target=_stream, daemon=True,
-                                     args=(kube, namespace, r, width, locked, note))
-                started[r.pod] = t
-                t.start()
+        found = tasks(kube, namespace, name)
+        width = max((len(prefix(label(r.task, c))) for r, cs in found for c in cs), default=0)
+        for r, containers in found:
+            for container in containers:
+                if (r.pod, container) not in started:
+                    t = threading.Thread(target=_stream, daemon=True,
+                                         args=(kube, namespace, r, container, width, locked, note, tail))
+                    started[(r.pod, container)] = t
+                    t.start()
         live = any(t.is_alive() for t in started.values())
-        if not live and not any(r.phase in ("Pending", "Running") for r in rows):
+        if not live and not any(r.phase in ("Pending", "Running") for r, _ in found):
             return
         time.sleep(poll)
 
 
-def _stream(kube: Kube, namespace: str, row: status.TaskRow, width: int, write: Write,
-            note: Write) -> None:
-    head = prefix(row.task).ljust(width)
+def _stream(kube: Kube, namespace: str, row: status.TaskRow, container: str, width: int,
+            write: Write, note: Write, tail: int | None) -> None:
+    head = prefix(label(row.task, container)).ljust(width)
     try:
-        resp = kube.core.read_namespaced_pod_log(row.pod, namespace, container=CONTAINER,
-                                                 follow=True, _preload_content=False)
+        resp = kube.core.read_namespaced_pod_log(row.pod, namespace, container=container, follow=True,
+                                                 tail_lines=tail, _preload_content=False)
         buf = b""
         for chunk in resp.stream(4096):
             buf += chunk
@@ -100,7 +130,7 @@ def _stream(kube: Kube, namespace: str, row: status.TaskRow, width: int, write: 
         if buf:
             write(head + buf.decode(errors="replace"))
     except (ApiException, HTTPError, OSError) as e:
-        note(f"{prefix(row.task)}log of pod {row.pod} ended: {_reason(e)}")
+        note(f"{prefix(label(row.task, container))}log of pod {row.pod} ended: {_reason(e)}")
 
 
 def _reason(e: Exception) -> str:

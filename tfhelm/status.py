@@ -28,6 +28,7 @@ class TaskRow:
     restarts: int
     node: str
     reason: str = ""  # why a pod is not well (CrashLoopBackOff, ImagePullBackOff, Error, Evicted)
+    error: str = ""  # the failed container's own last line: "fetch-code: fetch URL: HTTP Error 404: ..."
 
     @property
     def role(self) -> str:
@@ -45,18 +46,53 @@ def task_row(pod: dict) -> TaskRow | None:
     containers = st.get("containerStatuses") or []
     phase = "Terminating" if meta.get("deletionTimestamp") else st.get("phase") or "Unknown"
     return TaskRow(f"{role}:{index}", meta["name"], phase, sum(c.get("restartCount", 0) for c in containers),
-                   (pod.get("spec") or {}).get("nodeName") or "-", _reason(st, containers))
+                   (pod.get("spec") or {}).get("nodeName") or "-", _reason(st, containers), failure(st))
 
 
 def _reason(st: dict, containers: list[dict]) -> str:
-    """kubectl's STATUS when it is not the phase: a container waiting or terminated with a
-    reason, else the pod's own reason."""
+    """kubectl's STATUS when it is not the phase: an init container that failed or waits
+    (`Init:Error`), a container waiting or terminated with a reason, else the pod's own."""
+    for c in st.get("initContainerStatuses") or []:
+        state = c.get("state") or {}
+        done, waiting = state.get("terminated") or {}, state.get("waiting") or {}
+        if done.get("exitCode"):
+            return f"Init:{done.get('reason') or 'Error'}"
+        if waiting.get("reason") and waiting["reason"] != "PodInitializing":
+            return f"Init:{waiting['reason']}"
     for c in containers:
         for state in ("waiting", "terminated"):
             why = ((c.get("state") or {}).get(state) or {}).get("reason")
             if why and why != "Completed":
                 return why
     return st.get("reason") or ""
+
+
+def failure(st: dict) -> str:
+    """Why a task's pod failed, in the failed container's own words: its name and the last
+    line of its termination message (the chart's fetch-code init container gives the end of
+    its log, e.g. "fetch http://…/train.py: HTTP Error 404: Not Found"), else its exit code."""
+    for kind in ("initContainerStatuses", "containerStatuses"):
+        for c in st.get(kind) or []:
+            state = c.get("state") or {}
+            done = state.get("terminated")
+            if done is None and "waiting" in state:  # restarting: why it stopped the last time
+                done = (c.get("lastState") or {}).get("terminated")
+            if done and done.get("exitCode"):
+                lines = [ln.strip() for ln in (done.get("message") or "").splitlines() if ln.strip()]
+                code = f"exit code {done['exitCode']}" + (f" ({done['reason']})" if done.get("reason") else "")
+                return f"{c['name']}: {lines[-1] if lines else code}"
+    return ""
+
+
+def error_lines(rows: list[TaskRow], limit: int = 5) -> list[str]:
+    """The failed tasks' errors, one line per distinct error, naming the tasks that gave it."""
+    by_error: dict[str, list[str]] = {}
+    for r in rows:
+        if r.error:
+            by_error.setdefault(r.error, []).append(r.task)
+    lines = [f"{', '.join(tasks[:3])}{f' and {len(tasks) - 3} more' if len(tasks) > 3 else ''}: {error}"
+             for error, tasks in by_error.items()]
+    return lines[:limit] + ([f"and {len(lines) - limit} more distinct errors"] if len(lines) > limit else [])
 
 
 def task_rows(pods: Iterable[dict]) -> list[TaskRow]:
@@ -192,6 +228,8 @@ def print_table(namespace: str, name: str, tasks: list[TaskRow], jobs: list, dep
             task_table(odd[:EXCEPTIONS_SHOWN])
         else:
             line(f"all {len(tasks)} tasks Running or Succeeded, none restarted (--tasks lists every task)")
+    for text in error_lines(tasks):
+        line(f"error: {text}")
     line(f"parameter servers: {ps_state(deployments)}")
     for text in reaper_lines(events):
         line(text)
@@ -207,14 +245,20 @@ class ClusterRow:
     training: str
 
 
+CHART_LABEL = "helm.sh/chart"  # tf-cluster's objects: `tf-cluster-<version>`
+
+
 def cluster_rows(jobs: list, deployments: list) -> list[ClusterRow]:
-    """One row per TF cluster found among Jobs and Deployments (V1 objects) labelled
-    `tfhelm.io/cluster`: installed by tfhelm, plain Helm or GitOps alike."""
+    """One row per TF cluster found among Jobs and Deployments (V1 objects) of the
+    tf-cluster chart, labelled `tfhelm.io/cluster`: installed by tfhelm, plain Helm or GitOps
+    alike (every way keeps the chart's labels). Other charts' objects with that label are
+    no TF clusters."""
     groups: dict[tuple[str, str], ClusterObjects] = {}
     for kind, items in (("jobs", jobs), ("deployments", deployments)):
         for obj in items:
-            cluster = (obj.metadata.labels or {}).get("tfhelm.io/cluster")
-            if cluster:
+            labels = obj.metadata.labels or {}
+            cluster = labels.get("tfhelm.io/cluster")
+            if cluster and labels.get(CHART_LABEL, "").startswith("tf-cluster-"):
                 key = (obj.metadata.namespace, cluster)
                 getattr(groups.setdefault(key, ClusterObjects([], [], [], [])), kind).append(obj)
     rows = []

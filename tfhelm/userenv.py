@@ -18,6 +18,7 @@ from kubernetes.client.rest import ApiException
 
 from tfhelm import users
 from tfhelm.errors import SpecError, TfhelmError, api_error
+from tfhelm.kube import CLUSTER_LABEL
 
 if TYPE_CHECKING:
     from tfhelm.helm import Helm
@@ -51,9 +52,18 @@ def add(opts: users.UserOptions, helm: Helm, kube: Kube, notify: Notify = lambda
     ns = users.user_namespace(opts.name)
     render(opts, helm)
     kube.ping()
+    apply_service_policy(kube)
     created_ns = _ensure_namespace(kube, opts.name)
     if created_ns:
         notify(f"created namespace {ns} (Pod Security: restricted)")
+    try:
+        wait_service_policy(kube, ns)
+    except Exception:
+        if created_ns:
+            _api(f"namespace {ns}", lambda: kube.core.delete_namespace(ns))
+        raise
+    notify(f"Services in {ns}: ClusterIP or headless only, no externalIPs "
+           f"(ValidatingAdmissionPolicy {POLICY})")
     created_token = _ensure_token(kube, ns, opts.name)
     if created_token:
         notify(f"created the notebook's login token in Secret {ns}/{users.token_secret()}")
@@ -70,6 +80,57 @@ def add(opts: users.UserOptions, helm: Helm, kube: Kube, notify: Notify = lambda
             _api(f"secret {ns}/{users.token_secret()}",
                  lambda: kube.core.delete_namespaced_secret(users.token_secret(), ns))
         raise
+
+
+POLICY = "tfhelm-user-services"
+
+
+def apply_service_policy(kube: Kube) -> None:
+    """The cluster-wide policy that fences every user namespace's Services (server-side
+    apply: the same objects again change nothing)."""
+    for obj in users.service_policy():
+        try:
+            kube.server_side_apply(obj)
+        except ApiException as err:
+            raise api_error(err, f"{obj['kind']} {obj['metadata']['name']}") from err
+        except TfhelmError as err:  # not served: ValidatingAdmissionPolicy is GA since 1.30
+            raise TfhelmError(f"{err}: Kubernetes 1.30 or later is needed to keep users from "
+                              "creating Services that capture other users' traffic "
+                              "(ValidatingAdmissionPolicy)") from err
+
+
+def wait_service_policy(kube: Kube, ns: str, timeout: float = 30) -> None:
+    """Until the API server enforces the policy in `ns` (it starts a moment after it is
+    created): a server-side dry run of a Service nobody may create there must be refused."""
+    probe = client.V1Service(metadata=client.V1ObjectMeta(name="tfhelm-policy-probe"), spec=client.V1ServiceSpec(
+        type="LoadBalancer", load_balancer_ip="192.0.2.1", ports=[client.V1ServicePort(port=80)]))
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            kube.core.create_namespaced_service(ns, probe, dry_run="All")
+        except ApiException as err:
+            if err.status == 403 and POLICY in (err.body or ""):
+                return
+            raise api_error(err, f"service {ns}/tfhelm-policy-probe (dry run)") from err
+        if time.monotonic() > deadline:
+            raise TfhelmError(f"ValidatingAdmissionPolicy {POLICY} is not enforced in namespace {ns} "
+                              f"after {timeout:.0f}s; check `kubectl get validatingadmissionpolicybinding {POLICY}`")
+        time.sleep(0.5)
+
+
+def require_workspace(user: str, kube: Kube) -> None:
+    """`tfhelm up --user`: the user's namespace must be a workspace `tfhelm user add` made
+    (Pod Security, quota, isolation); else a usage error, before anything is created."""
+    ns = users.user_namespace(user)
+    existing = _api(f"namespace {ns}", lambda: kube.core.read_namespace(ns))
+    if existing is None:
+        raise SpecError("--user", f"user {user} has no workspace (no namespace {ns})",
+                        f"a cluster admin creates it with `tfhelm user add {user}`")
+    if _user_of(existing) != user:
+        raise SpecError("--user", f"namespace {ns} is not the workspace of user {user} "
+                        f"(no label {users.USER_LABEL}={user})", "see `tfhelm user list`")
+    if _terminating(existing):
+        raise SpecError("--user", f"the workspace of user {user} is being deleted")
 
 
 def not_ready(user: str, kube: Kube) -> dict[str, str]:
@@ -145,9 +206,11 @@ def _ensure_token(kube: Kube, ns: str, user: str) -> bool:
 
 def remove(user: str, helm: Helm, kube: Kube, purge: bool = False,
                  notify: Notify = lambda _: None) -> bool:
-    """Uninstall the workspace and revoke its token; the namespace and its volumes stay
-    unless `purge` (which deletes the namespace with everything in it, TF clusters too).
-    False when the user has no workspace."""
+    """Uninstall the workspace and revoke its token (the notebook's account goes); the
+    namespace, its volumes and its fence (NetworkPolicies, quota, LimitRange: the chart
+    keeps them) stay unless `purge` (which deletes the namespace with everything in it, TF
+    clusters too), so whatever still runs there stays isolated. False when the user has no
+    workspace."""
     ns = users.user_namespace(user)
     existing = _api(f"namespace {ns}", lambda: kube.core.read_namespace(ns))
     if existing is None or _user_of(existing) != user or _terminating(existing):
@@ -161,6 +224,16 @@ def remove(user: str, helm: Helm, kube: Kube, purge: bool = False,
         _api(f"namespace {ns}", lambda: kube.core.delete_namespace(ns))
         notify(f"deleting namespace {ns}: the code, logs and data volumes and all in it")
     return True
+
+
+def still_running(user: str, kube: Kube) -> list[str]:
+    """What still runs in a user's namespace: TF clusters by name, other pods counted."""
+    ns = users.user_namespace(user)
+    pods = _api(f"pods of {ns}", lambda: kube.core.list_namespaced_pod(ns)).items
+    live = [p for p in pods if p.status.phase in ("Pending", "Running") and not p.metadata.deletion_timestamp]
+    clusters = sorted({(p.metadata.labels or {}).get(CLUSTER_LABEL) for p in live} - {None})
+    others = sum(1 for p in live if CLUSTER_LABEL not in (p.metadata.labels or {}))
+    return [f"TF cluster {c}" for c in clusters] + ([f"{others} other pod(s)"] if others else [])
 
 
 @dataclass
@@ -178,9 +251,18 @@ def urls(user: str, kube: Kube) -> Urls:
     if secret is None or users.TOKEN_KEY not in (secret.data or {}):
         raise SpecError("NAME", f"no login token in secret {ns}/{name}", f"add the user with `tfhelm user add {user}`")
     token = base64.b64decode(secret.data[users.TOKEN_KEY]).decode()
-    notebook = _url(kube, ns, "notebook")
+    notebook, tensorboard = _url(kube, ns, "notebook"), _url(kube, ns, "tensorboard")
     return Urls(notebook=notebook and f"{notebook}?token={token}",
-                tensorboard=_url(kube, ns, "tensorboard"), files=_url(kube, ns, "files"))
+                tensorboard=tensorboard and (f"{tensorboard}?token={token}"
+                                             if _behind_login(kube, ns) else tensorboard),
+                files=_url(kube, ns, "files"))
+
+
+def _behind_login(kube: Kube, ns: str) -> bool:
+    """Does TensorBoard run behind its login proxy (`tensorboard.auth.enabled`)?"""
+    name = users.component_name("tensorboard")
+    d = _api(f"deployment {ns}/{name}", lambda: kube.apps.read_namespaced_deployment(name, ns))
+    return bool(d) and any(c.name == "auth" for c in d.spec.template.spec.containers)
 
 
 def _url(kube: Kube, ns: str, component: str) -> str | None:

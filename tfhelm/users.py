@@ -16,8 +16,8 @@ from urllib.parse import quote, urlparse
 
 from kubernetes.utils import parse_quantity
 
-from tfhelm import spec
-from tfhelm.chart import default_values
+from tfhelm import spec, yamlio
+from tfhelm.chart import chart_path, default_values
 from tfhelm.errors import SpecError
 from tfhelm.values import script_values
 
@@ -78,6 +78,12 @@ def token_secret() -> str:
 def service_account() -> str:
     """The notebook's ServiceAccount (and its Role and RoleBinding)."""
     return f"{RELEASE}-notebook"
+
+
+def service_policy() -> list[dict]:
+    """The cluster-wide ValidatingAdmissionPolicy and its binding that keep every user
+    namespace's Services ClusterIP or headless (charts/user-env/files/service-policy.yaml)."""
+    return yamlio.load_docs((chart_path(CHART) / "files" / "service-policy.yaml").read_text())
 
 
 def files_url(user: str) -> str:
@@ -141,10 +147,13 @@ def _quota(resource: str, value: str) -> str:
 
 
 def workspace_requests(resource: str) -> Decimal:
-    """What the chart's notebook, TensorBoard and file server request together."""
+    """What the chart's notebook, TensorBoard (with its login proxy) and file server request
+    together."""
     v = default_values(CHART)
-    return sum(parse_quantity(v[c]["resources"]["requests"][resource])
-               for c in ("notebook", "tensorboard", "codeServer"))
+    containers = [v[c]["resources"] for c in ("notebook", "tensorboard", "codeServer")]
+    if v["tensorboard"]["auth"]["enabled"]:
+        containers.append(v["tensorboard"]["auth"]["resources"])
+    return sum(parse_quantity(r["requests"][resource]) for r in containers)
 
 
 def code_volume_path(script: str) -> PurePosixPath:

@@ -98,6 +98,7 @@ def test_tfconfig_for_a_notebook_driving_an_in_graph_cluster():
     (["tfconfig", "m", "--workers", "2"], "give either --task TYPE:INDEX or --client HOST:PORT"),
     (["tfconfig", "m", "--workers", "2", "--chief", "--client", "h:1"], "has its own chief Job"),
     (["tfconfig", "m", "--workers", "2", "--client", "nohost"], "'nohost' is not HOST:PORT"),
+    (["logs", "m", "-n", "a", "--tail", "-5"], "Invalid value for '--tail'"),
 ])
 def test_bad_input_is_one_clear_line_and_exit_2_before_any_cluster_access(args, message):
     result = runner.invoke(app, args)

@@ -163,6 +163,8 @@ def test_code_from_url_is_fetched_by_an_init_container_with_checksum():
                                      "script": "train.py", "sha256": sha, "args": ["--epochs", "3"]}}))
     init = pod["mnist-worker"]["initContainers"][0]
     assert init["command"][2:] == ["http://files.team-a/train.py", "/opt/tfhelm/code/train.py", sha]
+    # A failed fetch's last log line (URL, HTTP status) is what `tfhelm status` shows.
+    assert init["terminationMessagePolicy"] == "FallbackToLogsOnError"
     assert pod["mnist-worker"]["containers"][0]["args"] == [
         "script", "/opt/tfhelm/code/train.py", "--epochs", "3"]
     assert "initContainers" not in pod["mnist-ps-0"]

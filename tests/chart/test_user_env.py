@@ -37,7 +37,7 @@ def test_helm_lint_is_clean(env_chart):
 
 def test_default_workspace_objects():
     assert kinds(env_render(users.compute_user_values(users.UserOptions("alice")))) == [
-        ("ConfigMap", "user-env-files"),
+        ("ConfigMap", "user-env-files"), ("ConfigMap", "user-env-tensorboard"),
         ("Deployment", "user-env-files"), ("Deployment", "user-env-notebook"),
         ("Deployment", "user-env-tensorboard"),
         ("LimitRange", "user-env"),
@@ -102,9 +102,42 @@ def test_network_policy_admits_only_the_namespace_and_the_exposed_ports():
         assert spec["ingress"] == [{"ports": [{"port": "http", "protocol": "TCP"}]}]
         pod = pods[users.component_name(component)]
         assert spec["podSelector"]["matchLabels"].items() <= pod["metadata"]["labels"].items()
-        assert [p["name"] for p in pod["spec"]["containers"][0]["ports"]] == ["http"]
+        assert [p["name"] for c in pod["spec"]["containers"] for p in c.get("ports", [])] == ["http"]
     # The file server is only for the namespace's own training tasks.
     assert not any("files" in p["metadata"]["name"] for p in by_kind(m, "NetworkPolicy"))
+
+
+def test_tensorboard_answers_only_through_its_login_proxy():
+    m = env_render()
+    pod = named(m, "Deployment", users.component_name("tensorboard"))["spec"]["template"]["spec"]
+    tensorboard, proxy = pod["containers"]
+    # TensorBoard listens on loopback only; the proxy holds the Service's port and the token.
+    assert "--host=127.0.0.1" in tensorboard["command"] and "ports" not in tensorboard
+    assert proxy["name"] == "auth" and proxy["ports"] == [{"name": "http", "containerPort": 6006}]
+    assert proxy["command"][:2] == ["python3", "/etc/tfhelm-auth/authproxy.py"]
+    assert proxy["readinessProbe"]["httpGet"]["path"] == "/tfhelm-auth/ready"
+    token = next(v for v in pod["volumes"] if v["name"] == "token")["secret"]
+    assert token["secretName"] == users.token_secret()
+    script = named(m, "ConfigMap", users.component_name("tensorboard"))["data"]["authproxy.py"]
+    assert script == (chart_path(users.CHART) / "files" / "authproxy.py").read_text()
+    # Without it, as before: TensorBoard itself on the port, and no token in the pod.
+    off = named(env_render({"tensorboard": {"auth": {"enabled": False}}}), "Deployment",
+                users.component_name("tensorboard"))["spec"]["template"]["spec"]
+    assert [c["name"] for c in off["containers"]] == ["tensorboard"]
+    assert "--host=0.0.0.0" in off["containers"][0]["command"]
+    assert not any(v["name"] == "token" for v in off["volumes"])
+
+
+def test_the_fence_outlives_the_release_and_the_service_policy_selects_user_namespaces():
+    m = env_render()
+    for kind in ("NetworkPolicy", "ResourceQuota", "LimitRange"):
+        for obj in by_kind(m, kind):
+            assert obj["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep", obj["metadata"]["name"]
+    policy, binding = users.service_policy()
+    assert binding["spec"]["policyName"] == policy["metadata"]["name"]
+    selector = binding["spec"]["matchResources"]["namespaceSelector"]["matchExpressions"]
+    assert selector == [{"key": users.USER_LABEL, "operator": "Exists"}]
+    assert users.USER_LABEL in users.namespace_labels("alice")
 
 
 def test_network_policy_follows_exposure():
@@ -315,6 +348,10 @@ def test_user_add_dry_run_prints_the_workspace_without_a_cluster(monkeypatch, tm
     result = runner.invoke(app, ["user", "add", "bob", "--dry-run", "--quota-cpu", "4", "--node-port", "30100"])
     assert result.exit_code == 0, result.output
     docs = [d for d in yaml.safe_load_all(result.stdout) if d]
+    # The cluster-wide Service policy that `user add` applies, then the workspace itself.
+    assert [d["kind"] for d in docs if "tfhelm.io/user" not in d["metadata"]["labels"]] == [
+        "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"]
+    docs = [d for d in docs if "tfhelm.io/user" in d["metadata"]["labels"]]
     assert {d["metadata"]["labels"]["tfhelm.io/user"] for d in docs} == {"bob"}
     assert named(docs, "Service", "user-env-notebook")["spec"]["ports"][0]["nodePort"] == 30100
     assert by_kind(docs, "ResourceQuota")[0]["spec"]["hard"]["requests.cpu"] == "4"

@@ -13,13 +13,17 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import threading
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
 import yaml
 from kubernetes import client
+from kubernetes import watch as k8s_watch
 from kubernetes.client.rest import ApiException
 from typer.testing import CliRunner
 
@@ -327,3 +331,79 @@ def test_commands_touch_only_tf_cluster_releases(namespace, tmp_path):
         assert len(result.stderr.strip().splitlines()) == 1, result.stderr
         assert f"release {namespace}/ws holds chart other, not a TF cluster" in said(result)
     assert releases(namespace) == ["ws"]
+
+
+# --------------------------------------------------------- one install at a time, drift, stops
+
+def test_up_holds_a_lease_and_a_second_up_names_its_holder(namespace, api_client, core):
+    leases = client.CoordinationV1Api(api_client)
+    name, base = "lk", ["up", "--name", "lk", "-n", namespace, "--workers", "1", "--ps", "0", *NO_STORAGE]
+    seen: list[tuple[str, str]] = []
+    watching = threading.Event()
+
+    def watch():  # every change of the cluster's Lease while `tfhelm up` runs
+        w = k8s_watch.Watch()
+        watching.set()
+        for ev in w.stream(leases.list_namespaced_lease, namespace, field_selector=f"metadata.name=tfhelm-up-{name}",
+                           timeout_seconds=120):
+            seen.append((ev["type"], ev["object"].spec.holder_identity))
+            if ev["type"] == "DELETED":
+                w.stop()
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    watching.wait(10)
+    first = subprocess.Popen([sys.executable, "-m", "tfhelm", *base], text=True,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert first.wait(300) == 0, first.stderr.read()
+    watcher.join(120)
+    # Taken by that process for its install, and released at its end.
+    assert seen[0][0] == "ADDED" and seen[0][1].endswith(f" pid {first.pid}") and seen[-1][0] == "DELETED", seen
+
+    now = datetime.now(timezone.utc)
+    held = client.V1Lease(metadata=client.V1ObjectMeta(name=f"tfhelm-up-{name}"), spec=client.V1LeaseSpec(
+        holder_identity="alice@laptop pid 4242", lease_duration_seconds=30, acquire_time=now, renew_time=now))
+    leases.create_namespaced_lease(namespace, held)
+    refused = tfhelm(*base, "--workers", "2", code=2)
+    assert "another `tfhelm up` of" in said(refused) and "alice@laptop pid 4242" in said(refused)
+    assert "nothing was changed" in said(refused)
+    assert len(jobs(client.BatchV1Api(api_client), namespace, name)) == 1 and revisions(namespace, name) == 1
+
+    # A holder that died stops renewing: once its Lease is older than its duration, `up` takes it.
+    stale = leases.read_namespaced_lease(f"tfhelm-up-{name}", namespace)
+    stale.spec.renew_time = stale.spec.acquire_time = now - timedelta(minutes=5)
+    leases.replace_namespaced_lease(f"tfhelm-up-{name}", namespace, stale)
+    tfhelm(*base)
+    with pytest.raises(ApiException) as gone:
+        leases.read_namespaced_lease(f"tfhelm-up-{name}", namespace)
+    assert gone.value.status == 404
+
+
+def test_up_repairs_a_hand_edit_and_names_the_field(namespace, core):
+    base = ["up", "--name", "dr", "-n", namespace, "--workers", "1", "--ps", "0", *NO_STORAGE]
+    tfhelm(*base)
+    original = core.read_namespaced_config_map("dr-tfconfig", namespace).data["cluster-spec.json"]
+    core.patch_namespaced_config_map("dr-tfconfig", namespace, {"data": {"cluster-spec.json": "{}"}},
+                                     field_manager="kubectl-edit")
+    repaired = tfhelm(*base)
+    assert (f"drift: ConfigMap {namespace}/dr-tfconfig: .data.cluster-spec.json changed by kubectl-edit; "
+            "set back to the chart's value") in said(repaired)
+    assert core.read_namespaced_config_map("dr-tfconfig", namespace).data["cluster-spec.json"] == original
+    history = json.loads(helm("history", "dr", "-n", namespace, "-o", "json"))
+    assert [r["status"] for r in history] == ["superseded", "deployed"]  # no failed revision
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_stopped_up_wait_reap_says_what_is_left_and_how_to_reap_it(namespace, sig):
+    proc = subprocess.Popen([sys.executable, "-m", "tfhelm", "up", "--name", "st", "-n", namespace, "--workers",
+                             "1", "--ps", "1", *NO_STORAGE, "--set", RUNNING, "--wait", "--reap"],
+                            text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(proc.stderr), daemon=True)
+    reader.start()
+    wait_for(lambda: any("tasks of" in ln for ln in lines), 120, what="`up --wait` to be waiting")
+    proc.send_signal(sig)
+    assert proc.wait(60) == 130
+    reader.join(10)
+    text = " ".join("".join(lines).split())
+    assert f"interrupted: {namespace}/st is left as it is: training running, 1 parameter server(s)" in text, text
+    assert f"Reap it when done: tfhelm reap st -n {namespace}" in text and "Traceback" not in text

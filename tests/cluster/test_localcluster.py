@@ -196,3 +196,15 @@ def test_rbac_denies_serviceaccount_token(api_client, core, namespace):
         with pytest.raises(ApiException) as err:
             client.CoreV1Api(sa_client).list_namespaced_secret(namespace)
         assert err.value.status == 403
+
+
+def test_no_service_may_claim_an_external_ip(core, namespace, external_cluster):
+    """DenyServiceExternalIPs: not even the cluster admin may make kube-proxy send traffic
+    for an outside address to a Service (CVE-2020-8554)."""
+    if external_cluster:
+        pytest.skip("the admission plugins are the local cluster's")
+    service = client.V1Service(metadata=client.V1ObjectMeta(name="capture"), spec=client.V1ServiceSpec(
+        external_ips=["10.231.0.1"], ports=[client.V1ServicePort(port=53)]))
+    with pytest.raises(ApiException) as err:
+        core.create_namespaced_service(namespace, service)
+    assert err.value.status == 403 and "external IPs is denied" in err.value.body, err.value.body

@@ -375,3 +375,21 @@ def test_in_cluster_reaper_rbac_is_sufficient_and_minimal(core, apps, batch, nam
         assert batch.read_namespaced_job(job_of(namespace, name, "worker"), namespace).spec.suspend is True
     else:
         assert releases(namespace) == [name]
+
+
+def test_reap_of_a_missing_cluster_exits_cleanly_every_time(namespace):
+    """Its watch thread is stopped and joined before the command ends: one still blocked in
+    a TLS read at exit made the interpreter abort (exit 134) in some runs."""
+    from tfhelm.commands.reap import run_reaper
+    from tfhelm.errors import SpecError
+    from tfhelm.reaper import ReapConfig
+    from tfhelm.console import err
+
+    with pytest.raises(SpecError):
+        run_reaper(Kube(), namespace, "nosuch", ReapConfig(), err)
+    assert not [t for t in threading.enumerate() if t.name == "tfhelm-reaper-watch"]
+    runs = [subprocess.Popen([TFHELM, "reap", "nosuch", "-n", namespace], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True) for _ in range(4)]
+    for proc in runs:
+        out, errors = proc.communicate(timeout=120)
+        assert proc.returncode == 2 and "no TF cluster 'nosuch'" in errors and "Fatal" not in errors, errors

@@ -23,6 +23,9 @@ from tfhelm.values import ClusterOptions
 from .conftest import wait_for
 
 COMPONENTS = ("notebook", "tensorboard", "files")
+RESTRICTED = client.V1SecurityContext(
+    run_as_non_root=True, run_as_user=1000, allow_privilege_escalation=False,
+    capabilities=client.V1Capabilities(drop=["ALL"]), seccomp_profile=client.V1SeccompProfile(type="RuntimeDefault"))
 INSTANCE = f"app.kubernetes.io/instance={users.RELEASE}"
 
 
@@ -116,9 +119,25 @@ def test_user_lifecycle(kubeconfig, core, apps):
         listed = tfhelm("user", "list").stdout
         assert user in listed and "ready" in listed
 
+        # Something of the user's still runs: removing the user keeps it fenced in.
+        core.create_namespaced_pod(ns, client.V1Pod(
+            metadata=client.V1ObjectMeta(name="left", labels={"tfhelm.io/cluster": "leftover"}),
+            spec=client.V1PodSpec(automount_service_account_token=False, containers=[client.V1Container(
+                name="x", image="tensorflow/tensorflow:2.21.0", command=["sleep", "infinity"],
+                security_context=RESTRICTED)])))
+        wait_for(lambda: core.read_namespaced_pod("left", ns).status.phase == "Running", 120,
+                 what="the leftover pod running")
         removed = tfhelm("user", "remove", user)
-        assert "volumes were kept" in removed.stderr
+        said = " ".join(removed.stderr.split())
+        assert "the code, logs and data volumes, and its NetworkPolicies, quota and LimitRange" in said
+        assert f"still running in {ns}: TF cluster leftover" in said, said
         assert users.RELEASE not in Helm().charts(ns, [users.RELEASE])
+        net = client.NetworkingV1Api(core.api_client)
+        assert {p.metadata.name for p in net.list_namespaced_network_policy(ns).items} == {
+            f"{users.RELEASE}-same-namespace", f"{users.component_name('notebook')}-exposed",
+            f"{users.component_name('tensorboard')}-exposed"}
+        assert core.read_namespaced_resource_quota(users.RELEASE, ns).spec.hard["requests.cpu"] == "6"
+        core.delete_namespaced_pod("left", ns, grace_period_seconds=0)
         assert sorted(p.metadata.name for p in core.list_namespaced_persistent_volume_claim(ns).items) == \
             sorted(pvcs)
         with pytest.raises(ApiException):
@@ -127,9 +146,12 @@ def test_user_lifecycle(kubeconfig, core, apps):
         for result in (added, removed):
             assert token not in result.stdout + result.stderr
 
-        tfhelm("user", "add", user)  # again: the kept volumes come back, a new token is made
+        tfhelm("user", "add", user)  # again: the kept volumes and fence come back, a new token is made
         assert token_of(core, user) != token
         wait_ready(apps, ns)
+        manifest = subprocess.run([helm_executable(), "get", "manifest", users.RELEASE, "-n", ns],
+                                  capture_output=True, text=True, check=True).stdout
+        assert f"name: {users.RELEASE}-same-namespace" in manifest  # the release owns its fence again
     finally:
         tfhelm("user", "remove", user, "--purge")
     wait_for(lambda: _gone_or_terminating(core, ns), 60, what=f"namespace {ns} deleted")
@@ -252,3 +274,68 @@ def test_a_users_cluster_mounts_the_users_volumes_and_downloads_from_its_file_se
         assert not own.items
     finally:
         deploy.down("wired", ns, Helm(), kube, purge=True)
+
+
+def service(name: str, **spec) -> client.V1Service:
+    return client.V1Service(metadata=client.V1ObjectMeta(name=name), spec=client.V1ServiceSpec(
+        ports=[client.V1ServicePort(port=53)], **spec))
+
+
+def test_a_user_cannot_create_services_that_capture_traffic(api_client, core, two_users, tmp_path):
+    """CVE-2020-8554 as a tenant would try it, with the notebook's own account: no
+    externalIPs, no load balancer address, no node port or load balancer of their own."""
+    a = two_users[0]
+    ns = users.user_namespace(a)
+    cfg = sa_kubeconfig(api_client, core, a, tmp_path / "a.kubeconfig")
+    with Kube(kubeconfig=str(cfg)).api as sa:
+        sa_core = client.CoreV1Api(sa)
+        refused = {
+            "externalIPs": service("capture", external_ips=["10.231.0.1"]),
+            "NodePort": service("np", type="NodePort"),
+            "LoadBalancer": service("lb", type="LoadBalancer"),
+            "loadBalancerIP": service("lbip", type="LoadBalancer", load_balancer_ip="10.231.0.1"),
+            "ExternalName": service("en", type="ExternalName", external_name="kubernetes.default.svc"),
+        }
+        for what, svc in refused.items():
+            with pytest.raises(ApiException) as err:
+                sa_core.create_namespaced_service(ns, svc)
+            assert err.value.status == 403, what
+            # DenyServiceExternalIPs answers first for externalIPs on the local cluster.
+            assert "tfhelm-user-services" in err.value.body or "external IPs is denied" in err.value.body, err.value.body
+        # Nor may it turn the workspace's node port to its own pods.
+        with pytest.raises(ApiException) as err:
+            sa_core.patch_namespaced_service(users.component_name("notebook"), ns,
+                                             {"spec": {"selector": {"app": "mine"}}})
+        assert err.value.status == 403 and "tfhelm-user-services" in err.value.body
+        # What tf-cluster makes passes: ClusterIP and headless Services.
+        sa_core.create_namespaced_service(ns, service("plain"), dry_run="All")
+        sa_core.create_namespaced_service(ns, service("headless", cluster_ip="None"), dry_run="All")
+
+
+def test_up_for_a_user_without_a_workspace_changes_nothing(core):
+    result = tfhelm("up", "--user", "nosuchuser", "--workers", "1", "--ps", "0", code=2)
+    assert "user nosuchuser has no workspace (no namespace tfhelm-user-nosuchuser)" in " ".join(result.stderr.split())
+    assert "tfhelm user add nosuchuser" in " ".join(result.stderr.split())
+    with pytest.raises(ApiException) as err:
+        core.read_namespace("tfhelm-user-nosuchuser")
+    assert err.value.status == 404
+
+
+def test_a_failed_code_fetch_names_the_url_and_the_http_status(two_users):
+    """The workers download a script the user's file server does not have (a 404): every
+    command says so in one line, with the URL, instead of "training failed" alone."""
+    user = two_users[0]
+    ns = users.user_namespace(user)
+    url = users.files_url(user) + "missing.py"
+    error = f"fetch-code: fetch {url}: HTTP Error 404: Not Found"
+    up = tfhelm("up", "--user", user, "--name", "nofile", "--workers", "1", "--ps", "0", "--script", "missing.py",
+                "--set", "worker.backoffLimitPerIndex=0", "--wait", "--timeout", "300", code=1)
+    assert "training failed" in up.stderr and f"worker:0: {error}" in " ".join(up.stderr.split())
+    status = tfhelm("status", "nofile", "-n", ns, code=1)
+    assert "Init:Error" in status.stdout and f"error: worker:0: {error}" in " ".join(status.stdout.split())
+    logs = tfhelm("logs", "nofile", "-n", ns, code=1)  # the init container's log; exit 1: it failed
+    assert f"[worker-0 fetch-code] fetch {url}: HTTP Error 404: Not Found" in logs.stdout, logs.stdout + logs.stderr
+    # --purge in a workspace: the user's volumes are shared by all their runs, and kept.
+    down = " ".join(tfhelm("down", "nofile", "-n", ns, "--purge").stderr.split())
+    assert f"kept PersistentVolumeClaim {ns}/{users.claim_name('logs')}: not this cluster's" in down
+    assert "rm -r /log/nofile" in down and f"kept PersistentVolumeClaim {ns}/{users.claim_name('data')}" in down

@@ -7,6 +7,8 @@ namespaces carry no simulation annotations, so their pods land on the real node.
 
 from __future__ import annotations
 
+import base64
+import json
 import os
 import subprocess
 import sys
@@ -18,7 +20,7 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from tests.cluster.conftest import api_client, core, external_cluster, kubeconfig, wait_for  # noqa: F401
-from tfhelm import localcluster
+from tfhelm import localcluster, users
 
 HERE = Path(__file__).parent
 ROOT = HERE.parents[1]
@@ -93,3 +95,67 @@ def pod_logs(core, namespace: str, selector: str) -> dict[str, str]:
             core.read_namespaced_pod_log(pod.metadata.name, namespace, container=c) for c in names
             if pod.status.phase != "Pending")
     return logs
+
+
+@pytest.fixture(scope="session")
+def two_users(kubeconfig):
+    """Alice and Bob, each with a workspace (shared by the tier's tenancy tests: a workspace
+    takes a while to start), purged at the end."""
+    names = [f"a{uuid.uuid4().hex[:5]}", f"b{uuid.uuid4().hex[:5]}"]
+    for u in names:
+        run("tfhelm", "user", "add", u, "--timeout", "300")
+    yield names
+    for u in names:
+        run("tfhelm", "user", "remove", u, "--purge")
+
+
+def login_token(core, user: str) -> str:
+    """The user's login token (the notebook's and TensorBoard's)."""
+    secret = core.read_namespaced_secret(users.token_secret(), users.user_namespace(user))
+    return base64.b64decode(secret.data[users.TOKEN_KEY]).decode()
+
+
+PROBE = """
+import json, socket, sys, time, urllib.error, urllib.request
+from urllib.parse import urlsplit
+for url, token, attempts in json.loads(sys.argv[1]):
+    for attempt in range(attempts):  # a new Service's rules may take kube-proxy a moment
+        try:
+            if url.startswith("tcp://"):
+                where = urlsplit(url)
+                socket.create_connection((where.hostname, where.port), timeout=5).close()
+                print("REACHED tcp")
+            else:
+                headers = {"Authorization": f"token {token}"} if token else {}
+                with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=5) as r:
+                    print("REACHED", r.status, " ".join(r.read(4000).decode(errors="replace").split()))
+            break
+        except urllib.error.HTTPError as e:
+            print("REACHED", e.code)
+            break
+        except Exception as e:
+            error = e
+            time.sleep(2)
+    else:
+        print("BLOCKED", type(error).__name__, error)
+"""
+
+
+def probe(core, namespace: str, requests: list[tuple[str, str | None, int]]) -> list[str]:
+    """What a pod in `namespace` gets for each (url, login token or None, attempts): a line
+    'REACHED <status> <body>' (an HTTP answer; `tcp://host:port`: 'REACHED tcp') or
+    'BLOCKED <error>'."""
+    name = f"probe-{uuid.uuid4().hex[:6]}"
+    security = client.V1SecurityContext(allow_privilege_escalation=False, run_as_non_root=True,
+                                        run_as_user=1000, capabilities=client.V1Capabilities(drop=["ALL"]),
+                                        seccomp_profile=client.V1SeccompProfile(type="RuntimeDefault"))
+    core.create_namespaced_pod(namespace, client.V1Pod(
+        metadata=client.V1ObjectMeta(name=name),
+        spec=client.V1PodSpec(restart_policy="Never", automount_service_account_token=False, containers=[
+            client.V1Container(name="probe", image="tensorflow/tensorflow:2.21.0", security_context=security,
+                               command=["python3", "-c", PROBE, json.dumps(requests)])])))
+    wait_for(lambda: core.read_namespaced_pod(name, namespace).status.phase in ("Succeeded", "Failed"),
+             300, what=f"probe {namespace}/{name}")
+    lines = core.read_namespaced_pod_log(name, namespace).splitlines()
+    assert len(lines) == len(requests), lines
+    return lines

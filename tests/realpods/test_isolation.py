@@ -1,69 +1,64 @@
-"""NetworkPolicy is enforced on the real node (kube-router's policy controller): a user's
-pods cannot reach another user's workspace, their own namespace still can, and the
-exposed notebook port still answers from outside the cluster."""
+"""Tenancy on the real node, tried as a tenant would: NetworkPolicy is enforced (kube-router's
+policy controller), so a user's pods cannot reach another user's workspace while their own
+namespace still can and the exposed notebook port answers from outside; and from inside a
+user's own notebook, with its own ServiceAccount, no Service can capture other traffic."""
 
 from __future__ import annotations
 
+import json
 import urllib.request
-import uuid
-
-from kubernetes import client
 
 from tfhelm import users
 
-from .conftest import run, wait_for
+from .conftest import probe, run, wait_for
 
-PROBE = """
-import sys, time, urllib.request
-for attempt in range(int(sys.argv[2])):  # a new Service's rules may take kube-proxy a moment
+# Run in the notebook's container, as its user could from a Jupyter terminal: its mounted
+# ServiceAccount token is all it has.
+CAPTURE = """
+import json
+from kubernetes import client, config
+config.load_incluster_config()
+core, ns = client.CoreV1Api(), open("/var/run/secrets/kubernetes.io/serviceaccount/namespace").read()
+tries = {"externalIPs": {"externalIPs": ["10.231.0.1"]}, "NodePort": {"type": "NodePort"},
+         "LoadBalancer": {"type": "LoadBalancer"}, "ClusterIP": {}}
+got = {}
+for what, spec in tries.items():
+    body = {"metadata": {"name": "capture-" + what.lower()}, "spec": {"ports": [{"port": 53}], **spec}}
     try:
-        with urllib.request.urlopen(sys.argv[1], timeout=5) as r:
-            print("REACHED", r.status)
-            break
-    except Exception as e:
-        error = e
-        time.sleep(2)
-else:
-    print("BLOCKED", type(error).__name__, error)
+        core.create_namespaced_service(ns, body, dry_run="All")
+        got[what] = 201
+    except client.rest.ApiException as e:
+        got[what] = e.status
+print(json.dumps(got))
 """
 
 
-def probe(core: client.CoreV1Api, namespace: str, url: str, attempts: int = 1) -> str:
-    """What a pod in `namespace` gets from `url`: 'REACHED ...' or 'BLOCKED ...'."""
-    name = f"probe-{uuid.uuid4().hex[:6]}"
-    security = client.V1SecurityContext(allow_privilege_escalation=False, run_as_non_root=True,
-                                        run_as_user=1000, capabilities=client.V1Capabilities(drop=["ALL"]),
-                                        seccomp_profile=client.V1SeccompProfile(type="RuntimeDefault"))
-    core.create_namespaced_pod(namespace, client.V1Pod(
-        metadata=client.V1ObjectMeta(name=name),
-        spec=client.V1PodSpec(restart_policy="Never", automount_service_account_token=False, containers=[
-            client.V1Container(name="probe", image="tensorflow/tensorflow:2.21.0", security_context=security,
-                               command=["python3", "-c", PROBE, url, str(attempts)])])))
-    wait_for(lambda: core.read_namespaced_pod(name, namespace).status.phase in ("Succeeded", "Failed"),
-             300, what=f"probe {namespace}/{name}")
-    return core.read_namespaced_pod_log(name, namespace)
+def test_users_cannot_reach_each_other_but_the_exposed_port_answers(two_users, core):
+    alice, bob = two_users
+    alice_files = users.files_url(alice)
+    # Alice's own pods reach her file server (tried until kube-proxy has the Service) ...
+    (own,) = probe(core, users.user_namespace(alice), [(alice_files, None, 30)])
+    assert own.startswith("REACHED 200"), own
+    # ... and bob's, with the Service in place, do not.
+    (refused,) = probe(core, users.user_namespace(bob), [(alice_files, None, 1)])
+    # Dropped by the policy: the name resolves, the connection never completes.
+    assert refused.startswith("BLOCKED") and "gaierror" not in refused, refused
+    urls = dict(line.split(":", 1) for line in run("tfhelm", "user", "url", alice).stdout.splitlines())
+
+    def notebook_answers():
+        try:
+            with urllib.request.urlopen(urls["notebook"].strip(), timeout=5) as r:
+                return r.status == 200
+        except OSError:
+            return False
+    wait_for(notebook_answers, 60, interval=1, what="alice's notebook on its node port")
 
 
-def test_users_cannot_reach_each_other_but_the_exposed_port_answers(kubeconfig, core):
-    alice, bob = f"a{uuid.uuid4().hex[:5]}", f"b{uuid.uuid4().hex[:5]}"
-    for u in (alice, bob):
-        run("tfhelm", "user", "add", u, "--timeout", "300")
-    try:
-        alice_files = users.files_url(alice)
-        # Alice's own pods reach her file server (tried until kube-proxy has the Service) ...
-        assert probe(core, users.user_namespace(alice), alice_files, attempts=30).startswith("REACHED 200")
-        # ... and bob's, with the Service in place, do not.
-        refused = probe(core, users.user_namespace(bob), alice_files)
-        # Dropped by the policy: the name resolves, the connection never completes.
-        assert refused.startswith("BLOCKED") and "gaierror" not in refused, refused
-        urls = dict(line.split(":", 1) for line in run("tfhelm", "user", "url", alice).stdout.splitlines())
-        def notebook_answers():
-            try:
-                with urllib.request.urlopen(urls["notebook"].strip(), timeout=5) as r:
-                    return r.status == 200
-            except OSError:
-                return False
-        wait_for(notebook_answers, 60, interval=1, what="alice's notebook on its node port")
-    finally:
-        for u in (alice, bob):
-            run("tfhelm", "user", "remove", u, "--purge")
+def test_a_tenant_cannot_make_a_service_that_captures_traffic(two_users):
+    """CVE-2020-8554 from the notebook: externalIPs, a node port or a load balancer of one's
+    own are refused (DenyServiceExternalIPs, ValidatingAdmissionPolicy tfhelm-user-services);
+    a plain ClusterIP Service, what tf-cluster makes, is admitted."""
+    ns = users.user_namespace(two_users[0])
+    out = run("kubectl", "exec", "-n", ns, f"deploy/{users.component_name('notebook')}", "-c", "notebook",
+              "--", "python3", "-c", CAPTURE).stdout
+    assert json.loads(out) == {"externalIPs": 403, "NodePort": 403, "LoadBalancer": 403, "ClusterIP": 201}

@@ -1,6 +1,8 @@
 """A user's workspace on the real node: Jupyter answers with its token and refuses without,
 the code written in the notebook is served by the file server to a TF cluster that
-imports a sibling module, checked by its SHA-256, and TensorBoard lists the run."""
+imports a sibling module, checked by its SHA-256, and TensorBoard lists the run to its owner
+only (another user and an anonymous client get 403/401, over the node port and the pod
+network). Removing the user leaves the still-running parameter server fenced in."""
 
 from __future__ import annotations
 
@@ -8,42 +10,36 @@ import hashlib
 import json
 import urllib.error
 import urllib.request
-import uuid
 from pathlib import Path
 
-import pytest
 from kubernetes import client
 
 from tfhelm import users
 
 from tests.cluster.conftest import job_of
 
-from .conftest import pod_logs, run, wait_for
+from .conftest import login_token, pod_logs, probe, run, wait_for
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
-def get(url: str) -> tuple[int, bytes]:
+def get(url: str, token: str | None = None) -> tuple[int, bytes]:
+    headers = {"Authorization": f"token {token}"} if token else {}
     try:
-        with urllib.request.urlopen(url, timeout=10) as resp:
+        with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=10) as resp:
             return resp.status, resp.read()
     except urllib.error.HTTPError as e:
         return e.code, e.read()
 
 
-@pytest.fixture
-def user(kubeconfig):
-    name = f"w{uuid.uuid4().hex[:6]}"
-    run("tfhelm", "user", "add", name, "--timeout", "300")
-    yield name
-    run("tfhelm", "user", "remove", name, "--purge")
-
-
-def test_workspace_notebook_files_and_tensorboard(user, core, api_client):
+def test_workspace_notebook_files_and_tensorboard(two_users, core, api_client):
+    user, other = two_users
     ns = users.user_namespace(user)
     urls = dict(line.split(":", 1) for line in run("tfhelm", "user", "url", user).stdout.splitlines())
     notebook, tensorboard = urls["notebook"].strip(), urls["tensorboard"].strip()
     base, token = notebook.split("/?token=")
+    assert tensorboard.endswith(f"/?token={token}")  # TensorBoard is behind the same login
+    tensorboard = tensorboard.split("?")[0]
 
     # Jupyter: the token opens it, nothing else does.
     assert get(f"{base}/api/status?token={token}")[0] == 200
@@ -83,7 +79,26 @@ def test_workspace_notebook_files_and_tensorboard(user, core, api_client):
     assert batch.read_namespaced_job(workers, ns).status.succeeded == 2, logs
     assert all("tfhelm_example.py" in text and f"sha256 {sha}" in text for text in logs.values()), logs
 
-    # TensorBoard reads the user's logs volume: the run is there.
-    runs = wait_for(lambda: [r for r in json.loads(get(f"{tensorboard.rstrip('/')}/data/runs")[1])
-                             if r.startswith("run1")], 120, interval=2, what="TensorBoard to list run1")
+    # TensorBoard reads the user's logs volume: the run is there, for its owner.
+    runs_url = f"{tensorboard}data/runs"
+    runs = wait_for(lambda: [r for r in json.loads(get(runs_url, token)[1]) if r.startswith("run1")],
+                    120, interval=2, what="TensorBoard to list run1")
     assert runs
+    # Over the node port: nobody else reads it, with or without a token of their own.
+    bobs = login_token(core, other)
+    assert get(runs_url)[0] == 401 and get(runs_url, bobs)[0] == 403
+    assert get(f"{tensorboard}?token={bobs}")[0] == 403
+    # Over the pod network (the exposed port admits any source): the same answers.
+    in_cluster = f"http://{users.component_name('tensorboard')}.{ns}.svc:6006/data/runs"
+    anonymous, bob = probe(core, users.user_namespace(other), [(in_cluster, None, 30), (in_cluster, bobs, 1)])
+    assert (anonymous, bob) == ("REACHED 401", "REACHED 403")
+    (owner,) = probe(core, ns, [(in_cluster, token, 30)])
+    assert owner.startswith("REACHED 200") and "run1" in owner, owner
+
+    # The user is removed; run1's parameter server (never reaped) keeps running, and stays
+    # fenced in: the other user still cannot reach it, its own namespace still can.
+    run("tfhelm", "user", "remove", user)
+    ps = f"tcp://run1-ps-0.{ns}.svc:2222"
+    (from_other,) = probe(core, users.user_namespace(other), [(ps, None, 1)])
+    assert from_other.startswith("BLOCKED") and "gaierror" not in from_other, from_other
+    assert probe(core, ns, [(ps, None, 30)]) == ["REACHED tcp"]

@@ -24,6 +24,7 @@ from tfhelm.output import plain_columns
 from tfhelm.values import ClusterOptions
 
 REPO = Path(__file__).resolve().parents[2]
+CHART = {"helm.sh/chart": "tf-cluster-0.4.0"}  # every object of the tf-cluster chart
 
 
 def job(cluster, role, ns="team-a", total=2, succeeded=0, complete=False, generation="",
@@ -32,7 +33,7 @@ def job(cluster, role, ns="team-a", total=2, succeeded=0, complete=False, genera
     return k8s.V1Job(
         metadata=k8s.V1ObjectMeta(name=f"{cluster}-{role}" + (f"-{generation}" if generation else ""), namespace=ns,
                                   creation_timestamp=created, deletion_timestamp=created if deleting else None,
-                                  labels={"tfhelm.io/cluster": cluster, "tfhelm.io/role": role}),
+                                  labels={"tfhelm.io/cluster": cluster, "tfhelm.io/role": role, **CHART}),
         spec=k8s.V1JobSpec(completions=total, template=k8s.V1PodTemplateSpec(
             spec=k8s.V1PodSpec(containers=[k8s.V1Container(name="tensorflow")]))),
         status=k8s.V1JobStatus(conditions=conds, succeeded=succeeded))
@@ -41,7 +42,7 @@ def job(cluster, role, ns="team-a", total=2, succeeded=0, complete=False, genera
 def ps(cluster, i, ns="team-a", ready=1):
     return k8s.V1Deployment(
         metadata=k8s.V1ObjectMeta(name=f"{cluster}-ps-{i}", namespace=ns,
-                                  labels={"tfhelm.io/cluster": cluster, "tfhelm.io/role": "ps"}),
+                                  labels={"tfhelm.io/cluster": cluster, "tfhelm.io/role": "ps", **CHART}),
         spec=k8s.V1DeploymentSpec(selector=k8s.V1LabelSelector(), template=k8s.V1PodTemplateSpec()),
         status=k8s.V1DeploymentStatus(ready_replicas=ready))
 
@@ -74,6 +75,16 @@ def test_cluster_rows_group_by_namespace_and_cluster():
     assert rows["team-a", "serving"].training == "Serving"
 
 
+def test_cluster_rows_are_tf_cluster_charts_only():
+    """Another chart's Job that happens to carry the `tfhelm.io/cluster` label is no TF cluster."""
+    foreign = job("etl", "worker")
+    foreign.metadata.labels["helm.sh/chart"] = "spark-jobs-1.2.0"
+    unlabelled = ps("web", 0)
+    del unlabelled.metadata.labels["helm.sh/chart"]
+    rows = status.cluster_rows([foreign, job("mnist", "worker")], [unlabelled])
+    assert [r.name for r in rows] == ["mnist"]
+
+
 def test_cluster_rows_count_the_current_generation():
     """Mid-upgrade the old Job (finished, being deleted) lingers beside the new one."""
     t0, t1 = datetime(2026, 1, 1, tzinfo=timezone.utc), datetime(2026, 1, 2, tzinfo=timezone.utc)
@@ -89,10 +100,37 @@ def test_status_report_is_plain_data():
     assert json.loads(json.dumps(data)) == data
     assert [t["task"] for t in data["tasks"]] == ["worker:0", "ps:0"]
     assert data["tasks"][0] == {"task": "worker:0", "pod": "m-worker-0-x", "phase": "Running", "restarts": 0,
-                                "node": "n1", "reason": ""}
+                                "node": "n1", "reason": "", "error": ""}
     assert data["phases"] == {"worker": {"Running": 1}, "ps": {"Running": 1}}
     assert data["parameterServers"] == {"total": 1, "ready": 1}
     assert data["training"] == "Running" and data["jobs"][0]["name"] == "m-worker"
+
+
+def failed_fetch(name: str, index: int, url: str = "http://files/train.py") -> dict:
+    """A worker pod whose code fetch failed: the message is the end of the init log
+    (terminationMessagePolicy: FallbackToLogsOnError)."""
+    p = pod(name, "worker", index, phase="Failed")
+    p["status"]["initContainerStatuses"] = [{"name": "fetch-code", "state": {"terminated": {
+        "exitCode": 1, "reason": "Error", "message": f"some output\nfetch {url}: HTTP Error 404: Not Found\n"}}}]
+    p["status"]["containerStatuses"] = [{"name": "tensorflow", "state": {"waiting": {"reason": "PodInitializing"}}}]
+    return p
+
+
+def test_a_failed_fetch_is_named_with_its_url_and_http_status():
+    rows = status.task_rows([failed_fetch("w0", 0), failed_fetch("w1", 1), pod("p0", "ps", 0)])
+    assert (rows[0].phase, rows[0].reason) == ("Failed", "Init:Error")
+    assert rows[0].error == "fetch-code: fetch http://files/train.py: HTTP Error 404: Not Found"
+    assert rows[2].error == ""
+    assert status.error_lines(rows) == [
+        "worker:0, worker:1: fetch-code: fetch http://files/train.py: HTTP Error 404: Not Found"]
+    # The init container's log is shown; the task container never ran, so it has none.
+    assert logs.log_containers(failed_fetch("w0", 0)) == ["fetch-code"]
+    assert logs.log_containers(pod("p0", "ps", 0)) == ["tensorflow"]
+    crashed = pod("w2", "worker", 2)
+    crashed["status"]["containerStatuses"] = [{"name": "tensorflow", "state": {"waiting": {
+        "reason": "CrashLoopBackOff"}}, "lastState": {"terminated": {"exitCode": 2}}}]
+    assert status.task_row(crashed).error == "tensorflow: exit code 2"
+    assert logs.log_containers(crashed) == ["tensorflow"]
 
 
 def test_log_lines_are_prefixed_and_aligned():

@@ -52,3 +52,16 @@ def test_interrupted_means_a_ps_release_without_its_workload():
     assert not deploy.Installed("c", "ns", workload=True, ps=False).interrupted
     line = deploy.Installed("c", "ns", workload=False, ps=True).interrupted_line()
     assert "ns/c-ps" in line and "tfhelm up --name c" in line and "tfhelm down c" in line
+
+
+def test_purge_names_the_volumes_it_keeps_and_why():
+    values = {"storage": {"logs": {"existingClaim": "user-env-logs"}, "data": {"existingClaim": "user-env-data"}}}
+    logs, data = deploy.kept_volumes("mnist", "tfhelm-user-alice", values)
+    assert logs.startswith("kept PersistentVolumeClaim tfhelm-user-alice/user-env-logs: not this cluster's "
+                           "(storage.logs.existingClaim)")
+    assert "`tfhelm up --name mnist` resumes from them" in logs and logs.endswith("(in the notebook: rm -r /log/mnist)")
+    assert data == ("kept PersistentVolumeClaim tfhelm-user-alice/user-env-data: not this cluster's "
+                    "(storage.data.existingClaim)")
+    assert deploy.kept_volumes("mnist", "team-a", {"storage": {"logs": {"existingClaim": "shared"}}})[0].endswith(
+        "delete the directory to start over")
+    assert deploy.kept_volumes("mnist", "team-a", {}) == []  # its own PVCs: deleted, nothing kept

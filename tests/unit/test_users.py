@@ -58,11 +58,12 @@ def test_bad_options_name_the_field(opts, field):
 
 
 def test_the_workspace_requests_are_summed_from_the_chart():
-    assert users.workspace_requests("cpu") == Decimal("0.35")
-    assert users.workspace_requests("memory") == (1024 + 512 + 64) * 2**20
-    with pytest.raises(SpecError, match=r"300m is less than the workspace itself requests \(0.35\)"):
+    # notebook, TensorBoard, its login proxy, the file server
+    assert users.workspace_requests("cpu") == Decimal("0.36")
+    assert users.workspace_requests("memory") == (1024 + 512 + 32 + 64) * 2**20
+    with pytest.raises(SpecError, match=r"300m is less than the workspace itself requests \(0.36\)"):
         compute_user_values(UserOptions("a", quota_cpu="300m"))
-    with pytest.raises(SpecError, match=r"requests \(1600Mi\)"):
+    with pytest.raises(SpecError, match=r"requests \(1632Mi\)"):
         compute_user_values(UserOptions("a", quota_memory="1Gi"))
 
 
@@ -131,6 +132,13 @@ class FakeCore:
     def delete_namespaced_secret(self, name, ns):
         return self.secrets.pop((ns, name), None) or _missing()
 
+    def create_namespaced_service(self, ns, body, dry_run=None):
+        # What the API server answers once the service policy is enforced in `ns`.
+        assert dry_run == "All"
+        err = ApiException(status=403, reason="Forbidden")
+        err.body = f"ValidatingAdmissionPolicy '{userenv.POLICY}' denied request"
+        raise err
+
 
 class FakeHelm:
     def __init__(self, fail: bool = False):
@@ -148,13 +156,17 @@ class FakeHelm:
         return self.installed.pop((namespace, release), None) is not None
 
 
-def fake_kube(core):
-    return SimpleNamespace(core=core, ping=lambda: "v1.36.3")
+def fake_kube(core, applied=None):
+    return SimpleNamespace(core=core, ping=lambda: "v1.36.3",
+                           server_side_apply=lambda obj: (applied if applied is not None else []).append(obj))
 
 
 def test_add_makes_namespace_and_token_and_never_passes_the_token_to_helm():
-    core, helm = FakeCore(), FakeHelm()
-    userenv.add(UserOptions("alice"), helm, fake_kube(core))
+    core, helm, applied = FakeCore(), FakeHelm(), []
+    userenv.add(UserOptions("alice"), helm, fake_kube(core, applied))
+    # The cluster-wide fence on Services comes first: the policy and its binding.
+    assert [(o["kind"], o["metadata"]["name"]) for o in applied] == [
+        ("ValidatingAdmissionPolicy", userenv.POLICY), ("ValidatingAdmissionPolicyBinding", userenv.POLICY)]
     ns = "tfhelm-user-alice"
     token = base64.b64decode(core.secrets[(ns, users.token_secret())].data["token"]).decode()
     assert len(token) >= 40

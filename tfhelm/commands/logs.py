@@ -16,12 +16,14 @@ def logs(name: o.ClusterName, namespace: o.Namespace = None,
          follow: Annotated[bool, typer.Option(
              "--follow", "-f", help="Stream new lines, from every task, until all have ended.")] = False,
          tail: Annotated[Optional[int], typer.Option(
-             "--tail", help="Only the last N lines of each task.")] = None):
-    """Logs of every task of a TF cluster, each line prefixed with its task."""
+             "--tail", min=0, help="Only the last N lines of each task.")] = None):
+    """Logs of every task of a TF cluster, each line prefixed with its task (init containers
+    that failed, e.g. the code fetch, too). Exit 1 when the training failed, as `status`."""
     from tfhelm import logs as core
     from tfhelm import spec
-    from tfhelm.errors import SpecError
+    from tfhelm.errors import SpecError, TrainingFailed
     from tfhelm.kube import Kube
+    from tfhelm.training import job_rows, training_state
 
     ns = o.namespace_of(namespace)
     spec.validate_name(name, field="NAME")
@@ -44,3 +46,5 @@ def logs(name: o.ClusterName, namespace: o.Namespace = None,
             core.show(kube, ns, name, write, note, tail=tail)
     except KeyboardInterrupt:
         raise typer.Exit(130) from None
+    if training_state(job_rows(kube.workloads(ns, name)[0])) == "Failed":
+        raise typer.Exit(TrainingFailed.exit_code)

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
+import signal
+import threading
 from typing import Annotated, Optional
 
 import typer
+from rich.markup import escape
 
 from tfhelm.commands import options as o
 from tfhelm.console import cli_errors, err, note, write
@@ -35,7 +39,6 @@ def up(name: Annotated[Optional[str], typer.Option(
     On an existing cluster it shows what changes and applies nothing the API server would
     refuse (server-side dry run first)."""
     from tfhelm import deploy
-    from tfhelm.errors import TrainingFailed
     from tfhelm.helm import Helm
     from tfhelm.values import generate_name
 
@@ -52,7 +55,63 @@ def up(name: Annotated[Optional[str], typer.Option(
     from tfhelm.kube import Kube
 
     kube = Kube()
-    deploy.up(p, helm, kube, notify=note, replace=replace)
+    if user:
+        from tfhelm.userenv import require_workspace
+
+        kube.ping()
+        require_workspace(user, kube)
+    with _sigterm_as_interrupt():  # SIGTERM reports what is left, as Ctrl-C does
+        try:
+            deploy.up(p, helm, kube, notify=note, replace=replace)
+        except KeyboardInterrupt:
+            err.print(f"[yellow]interrupted[/yellow] while installing {p.namespace}/{p.name}: `tfhelm "
+                      f"up` again finishes it, `tfhelm down {p.name} -n {p.namespace}` removes it",
+                      highlight=False, soft_wrap=True)
+            raise typer.Exit(130) from None
+        try:
+            _follow(p, helm, kube, generated, wait, timeout, reap)
+        except KeyboardInterrupt:
+            _left_behind(kube, p)
+            raise typer.Exit(130) from None
+
+
+@contextlib.contextmanager
+def _sigterm_as_interrupt():
+    """SIGTERM raises KeyboardInterrupt meanwhile (signals reach the main thread only)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+    before = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, before)
+
+
+def _left_behind(kube, p) -> None:
+    """After Ctrl-C or SIGTERM: what still runs, and the command that reaps it."""
+    from tfhelm import status, training
+
+    try:
+        jobs, deployments = kube.workloads(p.namespace, p.name)
+        ps, ready = status.ps_counts(deployments)
+        left = (f"training {training.training_state(training.job_rows(jobs)).lower()}, "
+                + (f"{ps} parameter server(s) ({ready} ready), which run until reaped" if ps
+                   else "no parameter servers"))
+    except Exception:  # noqa: BLE001 - the API server may be why we were stopped
+        left = "its state could not be read"
+    err.print(f"[yellow]interrupted:[/yellow] {p.namespace}/{p.name} is left as it is: {left}. "
+              f"Reap it when done: tfhelm reap {p.name} -n {p.namespace} (or remove it now: "
+              f"tfhelm down {p.name} -n {p.namespace})", highlight=False, soft_wrap=True)
+
+
+def _follow(p, helm, kube, generated: bool, wait: bool, timeout: int, reap: bool) -> None:
+    """After the install: the summary, then `--wait` and `--reap`."""
+    from tfhelm.errors import TrainingFailed
+
     s = p.shape
     err.print(f"[green]✓[/green] TF cluster [bold]{p.namespace}/{p.name}[/bold]: {s.workers} worker(s), "
               f"{s.ps} PS{', chief' if s.chief else ''}{', evaluator' if s.evaluator else ''}"
@@ -70,6 +129,11 @@ def up(name: Annotated[Optional[str], typer.Option(
                       f"nothing was trained[/{colour}]")
         else:
             err.print(f"[{colour}]training {outcome.lower()}[/{colour}]")
+        if outcome != "Complete":
+            from tfhelm.status import error_lines, task_rows
+
+            for line in error_lines(task_rows(kube.task_pods(p.namespace, p.name))):
+                err.print(f"  {escape(line)}", highlight=False, soft_wrap=True)
         if outcome != "Complete" and not reap:
             raise typer.Exit(TrainingFailed.exit_code)
     if reap and s.ps:

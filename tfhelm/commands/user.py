@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Annotated, Optional
 
 import typer
+from rich.markup import escape
 
 from tfhelm.console import cli_errors, err, note, out, write
 
@@ -40,7 +41,8 @@ def add(name: UserName,
                              tensorboard_node_port)
     if dry_run:
         manifests = userenv.render(opts, Helm())
-        write(deploy.manifests_yaml({users.RELEASE: manifests}))
+        write(deploy.manifests_yaml({users.RELEASE: manifests,
+                                     f"{userenv.POLICY} (cluster-wide, applied once)": users.service_policy()}))
         return
     from tfhelm.kube import Kube
 
@@ -105,9 +107,17 @@ def remove(name: UserName,
     from tfhelm.helm import Helm
     from tfhelm.kube import Kube
 
-    found = userenv.remove(users.validate_user(name), Helm(), Kube(), purge=purge, notify=note)
+    kube = Kube()
+    found = userenv.remove(users.validate_user(name), Helm(), kube, purge=purge, notify=note)
     if not found:
         raise SpecError("NAME", f"no user '{name}'", "see `tfhelm user list`")
-    if not purge:
-        err.print(f"The code, logs and data volumes were kept in namespace {users.user_namespace(name)}; "
-                  "`--purge` deletes them.")
+    if purge:
+        return
+    ns = users.user_namespace(name)
+    err.print(f"Kept in namespace {ns}: the code, logs and data volumes, and its NetworkPolicies, "
+              "quota and LimitRange (whatever runs there stays isolated); `--purge` deletes it all.",
+              highlight=False, soft_wrap=True)
+    running = userenv.still_running(name, kube)
+    if running:
+        err.print(f"[yellow]still running in {ns}:[/yellow] {escape(', '.join(running))} "
+                  f"(`tfhelm down NAME -n {ns}` stops a TF cluster)", highlight=False, soft_wrap=True)

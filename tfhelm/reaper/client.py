@@ -47,7 +47,7 @@ class KubeReapClient:
     deletes directly needs no helm binary."""
 
     def __init__(self, kube, helm=None):
-        self.kube, self._helm, self._watch = kube, helm, None
+        self.kube, self._helm, self._watch, self._stopped = kube, helm, None, False
         self.instance = os.environ.get("HOSTNAME") or socket.gethostname()
 
     @property
@@ -68,6 +68,8 @@ class KubeReapClient:
         from kubernetes.client.rest import ApiException
 
         w = self._watch = watch.Watch()
+        if self._stopped:  # stopped before this watch began
+            return
         try:
             for ev in w.stream(self.kube.batch.list_namespaced_job, namespace,
                                label_selector=selector, resource_version=resource_version,
@@ -81,6 +83,9 @@ class KubeReapClient:
             raise
 
     def stop_watch(self):
+        """End the watch now and any later one: Watch.stop() shuts the connection's
+        socket down, which wakes the thread blocked reading it."""
+        self._stopped = True
         if self._watch is not None:
             self._watch.stop()
 

@@ -122,13 +122,22 @@ class Reaper:
             return self._main_loop()
         finally:
             self._stop.set()
-            self.client.stop_watch()
+            self._end_watch(watcher)
             self._pool.shutdown(wait=True)
             self._helm_pool.shutdown(wait=True)
 
     def stop(self) -> None:
         self._stop.set()
         self._events.put(Stop())
+
+    def _end_watch(self, watcher: threading.Thread, timeout: float = 10) -> None:
+        """Stop the watch and wait for its thread: a thread still blocked in a TLS read
+        when the interpreter exits can abort the process (exit 134). A watch request that
+        was just being sent when stop came has no connection to close yet: ask again."""
+        deadline = time.monotonic() + timeout
+        while watcher.is_alive() and time.monotonic() < deadline:
+            self.client.stop_watch()
+            watcher.join(0.2)
 
     # -- the watch (background thread)
 

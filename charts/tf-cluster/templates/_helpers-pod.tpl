@@ -62,6 +62,9 @@ spec:
       imagePullPolicy: {{ $image.pullPolicy | toJson }}
       # Every value JSON-encoded: one value is one argument, whatever it holds.
       command: ["python3", "/etc/tfhelm/fetch.py", {{ $v.code.url | toJson }}, {{ printf "%s/%s" $v.code.mountPath (base $v.code.script) | toJson }}, {{ $v.code.sha256 | toJson }}]
+      # A failed fetch's last line ("fetch URL: HTTP Error 404: Not Found") becomes the
+      # container's termination message: `tfhelm status` and `up --wait` show it.
+      terminationMessagePolicy: FallbackToLogsOnError
       securityContext:
         {{- toYaml $v.containerSecurityContext | nindent 8 }}
       resources:

@@ -84,20 +84,40 @@ spec:
       {{- .pod | trim | nindent 6 }}
 {{- end }}
 
-{{/* What every container of a component shares; call with (dict "root" $ "component" "notebook"). */}}
-{{- define "user-env.containerCommon" -}}
+{{/* A component's image and pull policy; call with (dict "root" $ "component" "notebook"). */}}
+{{- define "user-env.containerImage" -}}
 {{- $c := index .root.Values .component -}}
 {{- $ref := $c.image.repository -}}
 {{- with (.root.Values.global | default dict).imageRegistry }}{{ $ref = printf "%s/%s" (trimSuffix "/" .) $ref }}{{ end -}}
-{{- with $c.image.tag }}{{ $ref = printf "%s:%s" $ref . }}{{ end }}
+{{- with $c.image.tag }}{{ $ref = printf "%s:%s" $ref . }}{{ end -}}
 image: {{ $ref | toJson }}
 imagePullPolicy: {{ $c.image.pullPolicy | toJson }}
+{{- end }}
+
+{{/* What every container of a component shares; call with (dict "root" $ "component" "notebook")
+and "loopback" true for one that no Service reaches (no `http` port). */}}
+{{- define "user-env.containerCommon" -}}
+{{- $c := index .root.Values .component -}}
+{{- include "user-env.containerImage" . }}
+{{- if not .loopback }}
 ports:
   - {name: http, containerPort: {{ $c.port }}}
+{{- end }}
 resources:
   {{- toYaml $c.resources | nindent 2 }}
 securityContext:
   {{- toYaml .root.Values.containerSecurityContext | nindent 2 }}
+{{- end }}
+
+{{/* The notebook's login token as a volume with one file, `token` (the notebook and
+TensorBoard's login proxy read it). */}}
+{{- define "user-env.tokenVolume" -}}
+- name: token
+  secret:
+    secretName: {{ include "user-env.tokenSecretName" . | toJson }}
+    items:
+      - {key: {{ .Values.notebook.token.existingSecretKey | toJson }}, path: token}
+    defaultMode: 0440
 {{- end }}
 
 {{/* A volume backed by one of the user's PVCs; call with (dict "root" $ "volume" "logs" "readOnly" true). */}}
@@ -201,6 +221,13 @@ so `helm install` and `helm template` (Argo CD) both fail with the message.
 {{- if and $nb (eq (toString $nb) (toString $v.tensorboard.service.nodePort)) -}}
 {{- fail (printf "notebook.service.nodePort and tensorboard.service.nodePort are both %v: each Service needs its own node port" $nb) -}}
 {{- end -}}
+{{- end }}
+
+{{/* The fence around the namespace (NetworkPolicies, quota, LimitRange) outlives the
+release: whatever still runs in the namespace after `helm uninstall` (a user's TF clusters)
+stays isolated and counted; `tfhelm user remove --purge` deletes the namespace with it. */}}
+{{- define "user-env.keep" -}}
+helm.sh/resource-policy: keep
 {{- end }}
 
 {{/* An object's `annotations:` block: commonAnnotations plus "extra" (which win); nothing

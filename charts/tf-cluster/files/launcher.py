@@ -1,4 +1,6 @@
 """Entrypoint of every TensorFlow task that tfhelm starts, in a pod or on this machine.
+(One module, over 400 lines: the chart mounts this one file into stock images, which run it
+with the standard library alone.)
 
     python launcher.py server                 # PS tasks; workers driven by a chief (in-graph)
     python launcher.py script PATH [ARGS...]  # workers (between-graph), chief, evaluator
@@ -17,25 +19,50 @@ host pattern and a count, the same few hundred bytes at any size) plus TFHELM_TA
 TFHELM_TASK_INDEX; the launcher expands them into TF_CONFIG (expand_cluster, the one
 expansion tfhelm itself uses too) and puts it into os.environ, so TensorFlow's cluster
 resolvers and the user's script find it where they always look. `script` mode runs the
-script in this process (runpy) instead of exec'ing it: a TF_CONFIG larger than Linux's
-128 KiB per environment string never passes through execve. `exec` mode must pass it
-through execve, and says so when it would not fit.
+script with runpy (in a forked child of this process) instead of exec'ing it: a TF_CONFIG
+larger than Linux's 128 KiB per environment string never passes through execve. `exec` mode
+must pass it through execve, and says so when it would not fit.
+
+The launcher is the container's PID 1, and the kernel gives PID 1 no default action for
+SIGTERM: a script that installs no handler would ignore the kubelet's SIGTERM and die only
+by SIGKILL at the end of the grace period (30 s), while the next task of the same index
+waits, or starts beside it. So `script` and `exec` modes fork (`supervise`): the child, not
+PID 1, runs the script or execs the command, and SIGTERM stops it; this process forwards
+SIGTERM and SIGINT to it, reaps it and exits with its status (128 + N for signal N). It also
+tells Kubernetes why a task failed, in one line (the termination message that `tfhelm
+status` shows), and exits 75 for the TensorFlow errors a restart can cure (a peer that went
+away), so the Job's podFailurePolicy retries those and fails a task at once on any other
+error of the script (`failure_exit`).
 """
 
 from __future__ import annotations
 
+import importlib.metadata
+import importlib.util
 import json
 import os
 import runpy
 import signal
 import sys
 import threading
+import traceback
 
 USAGE = ("usage: launcher.py server | launcher.py script PATH [ARGS...] | "
          "launcher.py exec [--] CMD [ARGS...] | launcher.py tfconfig")
 ROLES = ("chief", "worker", "ps", "evaluator")
 EXIT_USAGE = 2
 EXIT_NOT_FOUND = 127  # as a shell reports a command it cannot run
+# A failure a restart can cure (sysexits' EX_TEMPFAIL): the chart's podFailurePolicy retries
+# it (`failurePolicy.retryExitCodes`), as it retries 137 (SIGKILL, e.g. out of memory) and
+# 143 (SIGTERM), and fails a task at once on any other non-zero exit.
+EXIT_RETRY = 75
+# Uncaught exceptions (by class name, the class or a base) that mean a peer went away, not
+# a bug in the script; the chart sets TFHELM_RETRY_ERRORS from `failurePolicy.retryErrors`.
+RETRY_ERRORS = "UnavailableError,AbortedError,DeadlineExceededError,CancelledError"
+# Where the chart wants the one-line reason of a failure (the container's
+# terminationMessagePath); unset (a local run), nothing is written.
+TERMINATION_LOG_ENV = "TFHELM_TERMINATION_LOG"
+MESSAGE_MAX = 1024  # characters; Kubernetes keeps 4096 bytes of a termination message
 INDEX = "{index}"  # where a role's host pattern takes the task index
 # Linux's MAX_ARG_STRLEN: one environment string (NAME=value and its NUL) is at most 32 pages.
 ENV_STRING_MAX = 128 * 1024
@@ -214,9 +241,14 @@ def serve(config: dict) -> int:
 
 
 def run_script(path: str, args: list[str]) -> int:
-    """Run the user's script in this process as `__main__`; return its exit status."""
+    """Run the user's script as `__main__` in a child process; return its exit status."""
     if not os.path.isfile(path):
         raise LaunchError(f"script {path} does not exist")
+    return supervise(lambda: _run_path(path, args))
+
+
+def _run_path(path: str, args: list[str]) -> int:
+    """In the child: the script, as `python path args` runs it."""
     sys.argv = [path, *args]
     # Like `python path`: the script's directory comes first on sys.path.
     sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
@@ -224,11 +256,106 @@ def run_script(path: str, args: list[str]) -> int:
         runpy.run_path(path, run_name="__main__")
     except SystemExit as e:
         return _exit_status(e.code)
+    except KeyboardInterrupt:
+        return 128 + signal.SIGINT
+    except BaseException as e:  # noqa: BLE001 - any error of the script ends the task
+        sys.excepthook(type(e), e, e.__traceback__)  # the traceback, as the interpreter prints it
+        return failure_exit(e)
     return 0
 
 
-def exec_command(argv: list[str], label: str, environ=None) -> None:
-    """Replace this process by the user's own command, TF_CONFIG in its environment."""
+def failure_exit(exc: BaseException, environ=None) -> int:
+    """The exit status for a script that raised `exc`, its one-line reason written for
+    Kubernetes: EXIT_RETRY for a TensorFlow error a restart can cure (a peer went away: the
+    task is retried), else 1, as Python exits (the task fails at once)."""
+    env = os.environ if environ is None else environ
+    line = error_line(exc)
+    names = {n.strip() for n in env.get("TFHELM_RETRY_ERRORS", RETRY_ERRORS).split(",") if n.strip()}
+    if any(cls.__name__ in names for cls in type(exc).__mro__):
+        log(f"{type(exc).__name__} is retried (failurePolicy.retryErrors): exit {EXIT_RETRY}")
+        termination_message(f"{line} (retried)", env)
+        return EXIT_RETRY
+    termination_message(line, env)
+    return 1
+
+
+def error_line(exc: BaseException) -> str:
+    """`Type: message` on one line, as the last line of a traceback reads. TensorFlow's
+    messages span lines (a header such as "Graph execution error:", where the op was defined,
+    then the error proper): keep the unindented lines, skip the op's location, and join a
+    header that ends in ':' to the line after it."""
+    lines = [ln.strip() for ln in str(exc).splitlines()
+             if ln.strip() and not ln[:1].isspace() and not ln.startswith("Detected at node")]
+    text = lines[0] if lines else ""
+    if text.endswith(":") and len(lines) > 1:
+        text = f"{text} {lines[1]}"
+    line = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+    return line if len(line) <= MESSAGE_MAX else line[:MESSAGE_MAX - 3] + "..."
+
+
+def termination_message(line: str, environ=None) -> None:
+    """Tell Kubernetes why the task fails (the pod's `state.terminated.message`)."""
+    path = (os.environ if environ is None else environ).get(TERMINATION_LOG_ENV)
+    if not path:
+        return
+    try:
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(line[:MESSAGE_MAX] + "\n")
+    except OSError:
+        pass  # nowhere to say it: the log has the error
+
+
+def supervise(child) -> int:
+    """Run `child()` (it returns an exit status) in a forked process; forward SIGTERM and
+    SIGINT to it; return its status, 128 + N if signal N ended it.
+
+    The fork happens before TensorFlow is imported (it starts threads), so it is clean, and
+    the child keeps this process's environment, however large TF_CONFIG is.
+    """
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:  # the child: not PID 1, so SIGTERM's default action stops it
+        code = 1
+        try:
+            _die_with_parent(signal.SIGKILL)
+            code = child()
+        except SystemExit as e:
+            code = _exit_status(e.code)
+        except BaseException:  # noqa: BLE001 - a bug of ours: say it, never run on as the parent
+            traceback.print_exc()
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code if isinstance(code, int) and 0 <= code <= 255 else 1)
+
+    received: list[int] = []
+
+    def forward(signum, _frame):
+        if not received:
+            log(f"{signal.Signals(signum).name}: stopping the task")
+        received.append(signum)
+        try:
+            os.kill(pid, signum)
+        except ProcessLookupError:
+            pass  # it has exited already; waitpid reaps it
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, forward)
+    _, status = os.waitpid(pid, 0)  # retried after each handler (PEP 475)
+    code = os.waitstatus_to_exitcode(status)
+    if code >= 0:
+        return code
+    name = signal.Signals(-code).name
+    why = " (out of memory, or killed)" if -code == signal.SIGKILL and not received else ""
+    log(f"the task was ended by {name}{why}")
+    termination_message(f"killed by {name}{why}")
+    return 128 - code
+
+
+def exec_command(argv: list[str], label: str, environ=None) -> int:
+    """The user's own command, TF_CONFIG in its environment, in a child process (see
+    `supervise`); returns its exit status."""
     env = os.environ if environ is None else environ
     size = len("TF_CONFIG=") + len(env["TF_CONFIG"].encode()) + 1
     if size > ENV_STRING_MAX:
@@ -238,11 +365,16 @@ def exec_command(argv: list[str], label: str, environ=None) -> None:
             "unset (the launcher's script mode runs your script in-process, where any size "
             "works), use fewer tasks, or have your command read TFHELM_CLUSTER_SPEC_FILE")
     log(f"{label} running {' '.join(argv)}")
-    try:
-        os.execvpe(argv[0], argv, env)
-    except OSError as e:
-        log(f"error: cannot run {argv[0]!r}: {e.strerror}")
-        sys.exit(EXIT_NOT_FOUND)
+
+    def run() -> int:
+        try:
+            os.execvpe(argv[0], argv, env)
+        except OSError as e:
+            message = f"cannot run {argv[0]!r}: {e.strerror}"
+            log(f"error: {message}")
+            termination_message(message, env)
+        return EXIT_NOT_FOUND
+    return supervise(run)
 
 
 def _exit_status(code) -> int:
@@ -262,18 +394,61 @@ def die_with_parent(environ=None) -> None:
     """
     env = os.environ if environ is None else environ
     parent = env.pop("TFHELM_PARENT_PID", "")  # not for the script's own subprocesses
-    if not parent.isdigit() or not sys.platform.startswith("linux"):
-        return
-    try:
-        import ctypes
-
-        pr_set_pdeathsig = 1
-        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, int(signal.SIGTERM))
-    except (OSError, AttributeError):
+    if not parent.isdigit() or not _die_with_parent(signal.SIGTERM):
         return
     if os.getppid() != int(parent):
         log("the process that started this task is gone; stopping")
         sys.exit(1)
+
+
+def _die_with_parent(sig: int) -> bool:
+    """Ask Linux for `sig` when this process's parent dies; False where that cannot be."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        import ctypes
+
+        pr_set_pdeathsig = 1
+        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, int(sig))
+    except (OSError, AttributeError):
+        return False
+    return True
+
+
+def check_keras(environ=None) -> None:
+    """Keras 2 asked for (TF_USE_LEGACY_KERAS, from the chart's `keras: "2"` or the image)
+    needs tf-keras; Keras 3 (`keras: "3"`) the `keras` package at 3.x. Checked before the
+    script starts, without importing TensorFlow, so a task that can never work says so in one
+    line and fails at once, not deep in a traceback."""
+    env = os.environ if environ is None else environ
+    if env.get("TF_USE_LEGACY_KERAS", "") in ("1", "true", "True"):  # what TensorFlow accepts
+        if importlib.util.find_spec("tf_keras") is None:
+            raise LaunchError(
+                "Keras 2 is asked for (TF_USE_LEGACY_KERAS=1, e.g. chart value keras: \"2\") but "
+                f"this image has no tf-keras: use an image with tf-keras=={_tf_minor()}.* (the "
+                "README's \"Bring your program\" has a recipe), or run the script with Keras 3")
+    elif env.get("TFHELM_KERAS") == "3":
+        version = _version("keras")
+        if not version.startswith("3."):
+            found = f"keras {version}" if version else "no keras"
+            raise LaunchError(f"Keras 3 is asked for (chart value keras: \"3\") but this image has "
+                              f"{found}: use an image with TensorFlow 2.16 or later (keras 3)")
+
+
+def _version(dist: str) -> str:
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return ""
+
+
+def _tf_minor() -> str:
+    """`2.21` for TensorFlow 2.21.x (tf-keras must match it), whichever wheel brought it."""
+    for dist in ("tensorflow", "tensorflow-cpu", "tensorflow-gpu", "tf-nightly"):
+        version = _version(dist)
+        if version:
+            return ".".join(version.split(".")[:2])
+    return "<your TensorFlow's major.minor>"
 
 
 def _bad_arguments(mode: str, rest: list[str]) -> bool:
@@ -302,14 +477,16 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if mode == "server":
             return serve(config)
+        check_keras()
         if mode == "exec":
             command = rest[1:] if rest[0] == "--" else rest
-            exec_command(command, task_label(config))
+            return exec_command(command, task_label(config))
         log(f"{task_label(config)} running {rest[0]}"
             + (f" with {' '.join(rest[1:])}" if rest[1:] else ""))
         return run_script(rest[0], rest[1:])
     except LaunchError as e:
         log(f"error: {e}")
+        termination_message(str(e))
         return EXIT_USAGE
 
 

@@ -1,42 +1,5 @@
-"""Entrypoint of every TensorFlow task that tfhelm starts, in a pod or on this machine.
-(One module, over 400 lines: the chart mounts this one file into stock images, which run it
-with the standard library alone.)
-
-    python launcher.py server                 # PS tasks; workers driven by a chief (in-graph)
-    python launcher.py script PATH [ARGS...]  # workers (between-graph), chief, evaluator
-    python launcher.py exec [--] CMD [ARGS...]  # a role's own `command`, with TF_CONFIG set
-    python launcher.py tfconfig               # print this task's TF_CONFIG (kubectl exec)
-
-The chart mounts this very file from a ConfigMap (it lives in the chart, so the chart alone is
-complete, and tfhelm/launcher.py links to it) and `tfhelm run --local` runs it as a file too,
-so it must stay importable
-with the standard library alone: stock TensorFlow images have no tfhelm installed.
-TensorFlow is imported lazily, and only by `server` mode.
-
-Pods carry no TF_CONFIG: it lists every task, so it grows with the cluster, and so would
-every pod template. They get the cluster spec file (TFHELM_CLUSTER_SPEC_FILE: per role a
-host pattern and a count, the same few hundred bytes at any size) plus TFHELM_TASK_TYPE /
-TFHELM_TASK_INDEX; the launcher expands them into TF_CONFIG (expand_cluster, the one
-expansion tfhelm itself uses too) and puts it into os.environ, so TensorFlow's cluster
-resolvers and the user's script find it where they always look. `script` mode runs the
-script with runpy (in a forked child of this process) instead of exec'ing it: a TF_CONFIG
-larger than Linux's 128 KiB per environment string never passes through execve. `exec` mode
-must pass it through execve, and says so when it would not fit.
-
-The launcher is the container's PID 1, and the kernel gives PID 1 no default action for
-SIGTERM: a script that installs no handler would ignore the kubelet's SIGTERM and die only
-by SIGKILL at the end of the grace period (30 s), while the next task of the same index
-waits, or starts beside it. So `script` and `exec` modes fork (`supervise`): the child, not
-PID 1, runs the script or execs the command, and SIGTERM stops it; this process forwards
-SIGTERM and SIGINT to it, reaps it and exits with its status (128 + N for signal N). It also
-tells Kubernetes why a task failed, in one line (the termination message that `tfhelm
-status` shows), and exits 75 for the TensorFlow errors a restart can cure (a peer that went
-away), so the Job's podFailurePolicy retries those and fails a task at once on any other
-error of the script (`failure_exit`).
-"""
-
+# Generated from tfhelm/launcher.py by `make chart-files`: read and edit that file.
 from __future__ import annotations
-
 import importlib.metadata
 import importlib.util
 import json
@@ -46,44 +9,23 @@ import signal
 import sys
 import threading
 import traceback
-
 USAGE = ("usage: launcher.py server | launcher.py script PATH [ARGS...] | "
-         "launcher.py exec [--] CMD [ARGS...] | launcher.py tfconfig")
+         "launcher.py exec [--] CMD [ARGS...] | launcher.py tfconfig | "
+         "launcher.py packages DIR [PIP OPTIONS...] -- REQUIREMENT...")
 ROLES = ("chief", "worker", "ps", "evaluator")
 EXIT_USAGE = 2
-EXIT_NOT_FOUND = 127  # as a shell reports a command it cannot run
-# A failure a restart can cure (sysexits' EX_TEMPFAIL): the chart's podFailurePolicy retries
-# it (`failurePolicy.retryExitCodes`), as it retries 137 (SIGKILL, e.g. out of memory) and
-# 143 (SIGTERM), and fails a task at once on any other non-zero exit.
+EXIT_NOT_FOUND = 127
 EXIT_RETRY = 75
-# Uncaught exceptions (by class name, the class or a base) that mean a peer went away, not
-# a bug in the script; the chart sets TFHELM_RETRY_ERRORS from `failurePolicy.retryErrors`.
 RETRY_ERRORS = "UnavailableError,AbortedError,DeadlineExceededError,CancelledError"
-# Where the chart wants the one-line reason of a failure (the container's
-# terminationMessagePath); unset (a local run), nothing is written.
 TERMINATION_LOG_ENV = "TFHELM_TERMINATION_LOG"
-MESSAGE_MAX = 1024  # characters; Kubernetes keeps 4096 bytes of a termination message
-INDEX = "{index}"  # where a role's host pattern takes the task index
-# Linux's MAX_ARG_STRLEN: one environment string (NAME=value and its NUL) is at most 32 pages.
+MESSAGE_MAX = 1024
+INDEX = "{index}"
 ENV_STRING_MAX = 128 * 1024
-
-
 class LaunchError(Exception):
-    """The task's environment does not describe a task of a TF cluster."""
-
-
+    pass
 def log(msg: str) -> None:
     print(f"tfhelm-launcher: {msg}", file=sys.stderr, flush=True)
-
-
 def expand_cluster(spec: dict) -> dict:
-    """The TF_CONFIG `cluster` object from a cluster spec.
-
-    The spec maps each role to `{"count": N, "host": "<...{index}...>:<port>"}` (the chart's
-    form, whose size does not depend on N) or to an explicit list of hosts (`tfhelm run
-    --local`, whose loopback ports follow no pattern). Hosts come in index order; dump the
-    result with sorted keys and compact separators for the canonical TF_CONFIG.
-    """
     if not isinstance(spec, dict):
         raise LaunchError("the cluster spec is not a JSON object")
     cluster = {}
@@ -102,15 +44,9 @@ def expand_cluster(spec: dict) -> dict:
         head, _, tail = host.partition(INDEX)
         cluster[role] = [f"{head}{i}{tail}" for i in range(count)]
     return cluster
-
-
 def dumps(obj) -> str:
-    """Canonical JSON (sorted keys, compact), byte-identical to Helm's `toJson`."""
     return json.dumps(obj, sort_keys=True, separators=(",", ":"))
-
-
 def read_spec(path: str) -> dict:
-    """The TF_CONFIG `cluster` object from the cluster spec file at `path`."""
     try:
         with open(path, encoding="utf-8") as f:
             return expand_cluster(json.load(f))
@@ -120,14 +56,7 @@ def read_spec(path: str) -> dict:
         raise LaunchError(f"the cluster spec {path} is not valid JSON: {e}") from None
     except LaunchError as e:
         raise LaunchError(f"{path}: {e}") from None
-
-
 def resolve_tf_config(environ=None) -> dict:
-    """This task's TF_CONFIG, from TF_CONFIG or else from the cluster spec file.
-
-    Returns the parsed TF_CONFIG and, when it had to be composed, stores it (canonical JSON)
-    in `environ` (default: os.environ) so every library in this process sees it.
-    """
     env = os.environ if environ is None else environ
     raw = env.get("TF_CONFIG", "").strip()
     if raw:
@@ -137,7 +66,6 @@ def resolve_tf_config(environ=None) -> dict:
             raise LaunchError(f"TF_CONFIG is not valid JSON: {e}") from None
         _check(config, "TF_CONFIG")
         return config
-
     path = env.get("TFHELM_CLUSTER_SPEC_FILE", "")
     if not path:
         raise LaunchError("neither TF_CONFIG nor TFHELM_CLUSTER_SPEC_FILE is set")
@@ -151,8 +79,6 @@ def resolve_tf_config(environ=None) -> dict:
     _check(config, f"the cluster spec {path} with TFHELM_TASK_TYPE/TFHELM_TASK_INDEX")
     env["TF_CONFIG"] = dumps(config)
     return config
-
-
 def _check(config, source: str) -> None:
     if not isinstance(config, dict) or not isinstance(config.get("cluster"), dict):
         raise LaunchError(f"{source}: no 'cluster' object")
@@ -170,38 +96,17 @@ def _check(config, source: str) -> None:
     if not isinstance(index, int) or isinstance(index, bool):
         raise LaunchError(f"{source}: task index {index!r} is not an integer")
     if task_type == "evaluator" and "evaluator" not in cluster and index == 0:
-        return  # TensorFlow allows the evaluator outside the training cluster (TFJob does that)
+        return
     if task_type not in cluster or not 0 <= index < len(cluster[task_type]):
         have = ", ".join(f"{r}[{len(h)}]" for r, h in cluster.items())
         raise LaunchError(f"{source}: task {task_type}:{index} is not in the cluster ({have})")
-
-
 def task_label(config: dict) -> str:
     return f"{config['task']['type']}:{config['task']['index']}"
-
-
 def training_cluster(cluster: dict) -> dict:
-    """The cluster without the evaluator: it runs no server, so no task may wait for it."""
     return {role: hosts for role, hosts in cluster.items() if role != "evaluator"}
-
-
 def serve(config: dict) -> int:
-    """Start this task's gRPC server and serve until SIGTERM/SIGINT.
-
-    `server.join()` never returns: a PS (or a worker driven by a chief) has no way to know
-    that training is over. Whoever decides that (the reaper in the cluster, `tfhelm run
-    --local` here) sends SIGTERM; the launcher then leaves at once with 128 + the signal
-    number (143), as a process killed by it would. Not 0 on purpose: a worker server pod
-    that is evicted mid-training must count as failed, so its Indexed Job brings the index
-    back (the coordinator re-adds the worker), not as a completed index that never returns.
-    The join runs in a daemon thread so the main thread can take the signal (Python runs
-    signal handlers only on the main thread, and not while it is blocked in C++).
-    """
-    # Report worker/PS failures to the coordinator instead of retrying forever (the
-    # documented setting for ParameterServerStrategy clusters).
     os.environ.setdefault("GRPC_FAIL_FAST", "use_caller")
-    import tensorflow as tf  # noqa: PLC0415 - lazy on purpose: heavy, and only servers need it
-
+    import tensorflow as tf
     resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
     task_type, index = resolver.task_type, resolver.task_id
     if task_type not in ("ps", "worker", "chief"):
@@ -216,41 +121,29 @@ def serve(config: dict) -> int:
     address = config["cluster"][task_type][index]
     log(f"{task_type}:{index} serving on {address} ({server.target}); "
         "stops on SIGTERM")
-
     stop = threading.Event()
     received: list[int] = []
-
     def on_signal(signum, _frame):
         received.append(signum)
         stop.set()
-
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     joiner = threading.Thread(target=server.join, name="tf-server-join", daemon=True)
     joiner.start()
-    while not stop.wait(1.0):  # wake now and then so signals are handled promptly
+    while not stop.wait(1.0):
         if not joiner.is_alive():
             log(f"{task_type}:{index} server stopped by itself")
             return 1
     log(f"{task_type}:{index} stopping on {signal.Signals(received[0]).name}")
-    # TensorFlow's gRPC server cannot be shut down cleanly; leave without running its
-    # destructors (which can block) - there is nothing to flush in a server task.
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(128 + received[0])
-
-
 def run_script(path: str, args: list[str]) -> int:
-    """Run the user's script as `__main__` in a child process; return its exit status."""
     if not os.path.isfile(path):
         raise LaunchError(f"script {path} does not exist")
     return supervise(lambda: _run_path(path, args))
-
-
 def _run_path(path: str, args: list[str]) -> int:
-    """In the child: the script, as `python path args` runs it."""
     sys.argv = [path, *args]
-    # Like `python path`: the script's directory comes first on sys.path.
     sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
     try:
         runpy.run_path(path, run_name="__main__")
@@ -258,16 +151,11 @@ def _run_path(path: str, args: list[str]) -> int:
         return _exit_status(e.code)
     except KeyboardInterrupt:
         return 128 + signal.SIGINT
-    except BaseException as e:  # noqa: BLE001 - any error of the script ends the task
-        sys.excepthook(type(e), e, e.__traceback__)  # the traceback, as the interpreter prints it
+    except BaseException as e:
+        sys.excepthook(type(e), e, e.__traceback__)
         return failure_exit(e)
     return 0
-
-
 def failure_exit(exc: BaseException, environ=None) -> int:
-    """The exit status for a script that raised `exc`, its one-line reason written for
-    Kubernetes: EXIT_RETRY for a TensorFlow error a restart can cure (a peer went away: the
-    task is retried), else 1, as Python exits (the task fails at once)."""
     env = os.environ if environ is None else environ
     line = error_line(exc)
     names = {n.strip() for n in env.get("TFHELM_RETRY_ERRORS", RETRY_ERRORS).split(",") if n.strip()}
@@ -277,13 +165,7 @@ def failure_exit(exc: BaseException, environ=None) -> int:
         return EXIT_RETRY
     termination_message(line, env)
     return 1
-
-
 def error_line(exc: BaseException) -> str:
-    """`Type: message` on one line, as the last line of a traceback reads. TensorFlow's
-    messages span lines (a header such as "Graph execution error:", where the op was defined,
-    then the error proper): keep the unindented lines, skip the op's location, and join a
-    header that ends in ':' to the line after it."""
     lines = [ln.strip() for ln in str(exc).splitlines()
              if ln.strip() and not ln[:1].isspace() and not ln.startswith("Detected at node")]
     text = lines[0] if lines else ""
@@ -291,10 +173,7 @@ def error_line(exc: BaseException) -> str:
         text = f"{text} {lines[1]}"
     line = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
     return line if len(line) <= MESSAGE_MAX else line[:MESSAGE_MAX - 3] + "..."
-
-
 def termination_message(line: str, environ=None) -> None:
-    """Tell Kubernetes why the task fails (the pod's `state.terminated.message`)."""
     path = (os.environ if environ is None else environ).get(TERMINATION_LOG_ENV)
     if not path:
         return
@@ -302,35 +181,25 @@ def termination_message(line: str, environ=None) -> None:
         with open(path, "w", encoding="utf-8") as f:
             f.write(line[:MESSAGE_MAX] + "\n")
     except OSError:
-        pass  # nowhere to say it: the log has the error
-
-
+        pass
 def supervise(child) -> int:
-    """Run `child()` (it returns an exit status) in a forked process; forward SIGTERM and
-    SIGINT to it; return its status, 128 + N if signal N ended it.
-
-    The fork happens before TensorFlow is imported (it starts threads), so it is clean, and
-    the child keeps this process's environment, however large TF_CONFIG is.
-    """
     sys.stdout.flush()
     sys.stderr.flush()
     pid = os.fork()
-    if pid == 0:  # the child: not PID 1, so SIGTERM's default action stops it
+    if pid == 0:
         code = 1
         try:
             _die_with_parent(signal.SIGKILL)
             code = child()
         except SystemExit as e:
             code = _exit_status(e.code)
-        except BaseException:  # noqa: BLE001 - a bug of ours: say it, never run on as the parent
+        except BaseException:
             traceback.print_exc()
         finally:
             sys.stdout.flush()
             sys.stderr.flush()
             os._exit(code if isinstance(code, int) and 0 <= code <= 255 else 1)
-
     received: list[int] = []
-
     def forward(signum, _frame):
         if not received:
             log(f"{signal.Signals(signum).name}: stopping the task")
@@ -338,11 +207,10 @@ def supervise(child) -> int:
         try:
             os.kill(pid, signum)
         except ProcessLookupError:
-            pass  # it has exited already; waitpid reaps it
-
+            pass
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, forward)
-    _, status = os.waitpid(pid, 0)  # retried after each handler (PEP 475)
+    _, status = os.waitpid(pid, 0)
     code = os.waitstatus_to_exitcode(status)
     if code >= 0:
         return code
@@ -351,11 +219,7 @@ def supervise(child) -> int:
     log(f"the task was ended by {name}{why}")
     termination_message(f"killed by {name}{why}")
     return 128 - code
-
-
 def exec_command(argv: list[str], label: str, environ=None) -> int:
-    """The user's own command, TF_CONFIG in its environment, in a child process (see
-    `supervise`); returns its exit status."""
     env = os.environ if environ is None else environ
     size = len("TF_CONFIG=") + len(env["TF_CONFIG"].encode()) + 1
     if size > ENV_STRING_MAX:
@@ -365,7 +229,6 @@ def exec_command(argv: list[str], label: str, environ=None) -> int:
             "unset (the launcher's script mode runs your script in-process, where any size "
             "works), use fewer tasks, or have your command read TFHELM_CLUSTER_SPEC_FILE")
     log(f"{label} running {' '.join(argv)}")
-
     def run() -> int:
         try:
             os.execvpe(argv[0], argv, env)
@@ -375,90 +238,94 @@ def exec_command(argv: list[str], label: str, environ=None) -> int:
             termination_message(message, env)
         return EXIT_NOT_FOUND
     return supervise(run)
-
-
 def _exit_status(code) -> int:
     if code is None:
         return 0
     if isinstance(code, int):
         return code
-    print(code, file=sys.stderr)  # what the interpreter does for sys.exit("message")
+    print(code, file=sys.stderr)
     return 1
-
-
 def die_with_parent(environ=None) -> None:
-    """Under `tfhelm run --local`: get SIGTERM when tfhelm dies, even by SIGKILL (Linux).
-
-    TFHELM_PARENT_PID names the process that started us; if it is already gone (we were
-    reparented before prctl took effect), stop now. A no-op in pods, where it is unset.
-    """
     env = os.environ if environ is None else environ
-    parent = env.pop("TFHELM_PARENT_PID", "")  # not for the script's own subprocesses
+    parent = env.pop("TFHELM_PARENT_PID", "")
     if not parent.isdigit() or not _die_with_parent(signal.SIGTERM):
         return
     if os.getppid() != int(parent):
         log("the process that started this task is gone; stopping")
         sys.exit(1)
-
-
 def _die_with_parent(sig: int) -> bool:
-    """Ask Linux for `sig` when this process's parent dies; False where that cannot be."""
     if not sys.platform.startswith("linux"):
         return False
     try:
         import ctypes
-
         pr_set_pdeathsig = 1
         ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, int(sig))
     except (OSError, AttributeError):
         return False
     return True
-
-
 def check_keras(environ=None) -> None:
-    """Keras 2 asked for (TF_USE_LEGACY_KERAS, from the chart's `keras: "2"` or the image)
-    needs tf-keras; Keras 3 (`keras: "3"`) the `keras` package at 3.x. Checked before the
-    script starts, without importing TensorFlow, so a task that can never work says so in one
-    line and fails at once, not deep in a traceback."""
     env = os.environ if environ is None else environ
-    if env.get("TF_USE_LEGACY_KERAS", "") in ("1", "true", "True"):  # what TensorFlow accepts
-        if importlib.util.find_spec("tf_keras") is None:
-            raise LaunchError(
-                "Keras 2 is asked for (TF_USE_LEGACY_KERAS=1, e.g. chart value keras: \"2\") but "
-                f"this image has no tf-keras: use an image with tf-keras=={_tf_minor()}.* (the "
-                "README's \"Bring your program\" has a recipe), or run the script with Keras 3")
-    elif env.get("TFHELM_KERAS") == "3":
-        version = _version("keras")
-        if not version.startswith("3."):
-            found = f"keras {version}" if version else "no keras"
-            raise LaunchError(f"Keras 3 is asked for (chart value keras: \"3\") but this image has "
-                              f"{found}: use an image with TensorFlow 2.16 or later (keras 3)")
-
-
-def _version(dist: str) -> str:
-    try:
-        return importlib.metadata.version(dist)
-    except importlib.metadata.PackageNotFoundError:
-        return ""
-
-
+    if (env.get("TF_USE_LEGACY_KERAS", "") in ("1", "true", "True")
+            and importlib.util.find_spec("tf_keras") is None):
+        raise LaunchError(
+            "Keras 2 is asked for (TF_USE_LEGACY_KERAS=1, e.g. chart value keras: \"2\") but this "
+            f"image has no tf-keras: use an image with tf-keras=={_tf_minor()}.* (the README's "
+            "\"Bring your program\" has a recipe), or run the script with Keras 3")
 def _tf_minor() -> str:
-    """`2.21` for TensorFlow 2.21.x (tf-keras must match it), whichever wheel brought it."""
-    for dist in ("tensorflow", "tensorflow-cpu", "tensorflow-gpu", "tf-nightly"):
-        version = _version(dist)
-        if version:
-            return ".".join(version.split(".")[:2])
+    for dist in ("tensorflow", "tensorflow-cpu", "tensorflow-gpu"):
+        try:
+            return ".".join(importlib.metadata.version(dist).split(".")[:2])
+        except importlib.metadata.PackageNotFoundError:
+            pass
     return "<your TensorFlow's major.minor>"
-
-
+PACKAGES_MARKER = ".tfhelm-installed"
+def install_packages(target: str, options: list[str], requirements: list[str]) -> int:
+    import fcntl
+    import shutil
+    import subprocess
+    os.makedirs(os.path.dirname(target), exist_ok=True)
+    with open(f"{target}.lock", "a") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            log(f"another task is installing the packages into {target}; waiting for it")
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        marker = os.path.join(target, PACKAGES_MARKER)
+        if os.path.exists(marker):
+            with open(marker, encoding="utf-8") as f:
+                log(f"packages already installed in {target} (by {f.read().strip()})")
+            return 0
+        shutil.rmtree(target, ignore_errors=True)
+        log(f"installing {' '.join(requirements)} into {target}")
+        env = {**os.environ, "PYTHONUSERBASE": target, "PIP_BREAK_SYSTEM_PACKAGES": "1"}
+        pip = subprocess.Popen(
+            [sys.executable, "-m", "pip", "install", "--user", "--no-cache-dir", "--progress-bar", "off",
+             "--disable-pip-version-check", "--no-warn-script-location", *options, *requirements],
+            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        signal.signal(signal.SIGTERM, lambda *_: pip.terminate())
+        error = last = ""
+        for line in pip.stdout:
+            sys.stdout.write(line)
+            last = line.strip() or last
+            if line.startswith("ERROR:") and not error:
+                error = line.strip()
+        if pip.wait() != 0:
+            message = f"pip could not install {' '.join(requirements)}: {error or last}"
+            log(f"error: {message}")
+            termination_message(message)
+            return 1
+        with open(marker, "w", encoding="utf-8") as f:
+            f.write(f"{os.environ.get('HOSTNAME', '?')}: {' '.join(requirements)}\n")
+        log(f"installed into {target}")
+        return 0
 def _bad_arguments(mode: str, rest: list[str]) -> bool:
     if mode in ("server", "tfconfig"):
         return bool(rest)
+    if mode == "packages":
+        return "--" not in rest[1:] or rest[-1] == "--"
     if mode == "exec":
         return not rest or rest == ["--"]
     return mode != "script" or not rest
-
-
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if not argv or argv[0] in ("-h", "--help"):
@@ -468,6 +335,9 @@ def main(argv: list[str] | None = None) -> int:
     if _bad_arguments(mode, rest):
         log(f"bad arguments {argv!r}; {USAGE}")
         return EXIT_USAGE
+    if mode == "packages":
+        split = rest.index("--", 1)
+        return install_packages(rest[0], rest[1:split], rest[split + 1:])
     if mode != "tfconfig":
         die_with_parent()
     try:
@@ -488,7 +358,5 @@ def main(argv: list[str] | None = None) -> int:
         log(f"error: {e}")
         termination_message(str(e))
         return EXIT_USAGE
-
-
 if __name__ == "__main__":
     sys.exit(main())

@@ -89,7 +89,7 @@ def test_status_report_is_plain_data():
     assert json.loads(json.dumps(data)) == data
     assert [t["task"] for t in data["tasks"]] == ["worker:0", "ps:0"]
     assert data["tasks"][0] == {"task": "worker:0", "pod": "m-worker-0-x", "phase": "Running", "restarts": 0,
-                                "node": "n1", "reason": ""}
+                                "node": "n1", "reason": "", "error": ""}
     assert data["phases"] == {"worker": {"Running": 1}, "ps": {"Running": 1}}
     assert data["parameterServers"] == {"total": 1, "ready": 1}
     assert data["training"] == "Running" and data["jobs"][0]["name"] == "m-worker"

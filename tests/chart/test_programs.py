@@ -160,3 +160,14 @@ def test_stripping_keeps_the_program():
     exec(compile(out, "stripped", "exec"), namespace)
     assert namespace["f"]("y") == 'keep\n\n  # this\n#y'
     ast.parse(out)
+
+
+def test_the_image_recipe_builds_on_the_tensorflow_we_test():
+    """examples/images/tensorflow/Dockerfile: the public image of the TensorFlow the tests use,
+    with tf-keras of the same major.minor installed without dependencies."""
+    recipe = (REPO / "examples" / "images" / "tensorflow" / "Dockerfile").read_text()
+    pinned = next(line.split(":=")[1].strip() for line in (REPO / "mk" / "versions.mk").read_text().splitlines()
+                  if line.startswith("TENSORFLOW_VERSION"))
+    assert f"ARG TF_VERSION={pinned}\n" in recipe
+    assert 'pip install --no-cache-dir --no-deps "tf-keras==${minor}.*"' in recipe
+    assert "FROM tensorflow/tensorflow:${TF_VERSION}" in recipe

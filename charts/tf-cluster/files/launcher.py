@@ -226,7 +226,7 @@ def exec_command(argv: list[str], label: str, environ=None) -> int:
         raise LaunchError(
             f"TF_CONFIG is {size} bytes, over Linux's limit of {ENV_STRING_MAX} bytes for one "
             f"environment string, so {argv[0]!r} cannot get it: leave the role's `command` "
-            "unset (the launcher's script mode runs your script in-process, where any size "
+            "unset (the launcher's script mode runs your script without exec, where any size "
             "works), use fewer tasks, or have your command read TFHELM_CLUSTER_SPEC_FILE")
     log(f"{label} running {' '.join(argv)}")
     def run() -> int:

@@ -87,19 +87,17 @@ def test_a_deleted_task_stops_on_sigterm_and_replace_waits_for_the_old_tasks(nam
                                   timeout_seconds=120)
     started = time.monotonic()
     core.delete_namespaced_pod(pod, namespace)
-    final = None
+    final = stopped = None
     for event in stream:
         container = (event["object"].status.container_statuses or [None])[0]
         if container and container.state.terminated:
-            final, deleting = container.state.terminated, event["object"].metadata
+            final, stopped = container.state.terminated, stopped or time.monotonic() - started
         if event["type"] == "DELETED":
             break
     assert final and final.exit_code == 143  # the launcher's SIGTERM exit, not 137 (SIGKILL after the grace)
-    # Measured, not asserted: from the delete request (the deletion timestamp less the grace
-    # period) to the container's end, and to the pod's removal.
-    asked = deleting.deletion_timestamp.timestamp() - deleting.deletion_grace_period_seconds
-    print(f"deleted task stopped {final.finished_at.timestamp() - asked:.1f} s after the delete (to the "
-          f"second), pod gone after {time.monotonic() - started:.1f} s")
+    # Measured, not asserted: the delete request to the container's end as the API shows it,
+    # and to the pod's removal (the kubelet's and the Job controller's cleanup after it).
+    print(f"deleted task: stopped after {stopped:.1f} s, pod gone after {time.monotonic() - started:.1f} s")
 
     # A change replaces the Job: when `up --replace` returns, no old task is left.
     wait_for(lambda: ready(old_job), 300, interval=1, what="the deleted task back (143 is retried)")

@@ -82,6 +82,9 @@ def test_a_deleted_task_stops_on_sigterm_and_replace_waits_for_the_old_tasks(nam
         logs = [core.read_namespaced_pod_log(p.metadata.name, namespace) for p in pods]
         return pods if len(pods) == 2 and all("ready" in text for text in logs) else []
     pod = wait_for(lambda: ready(old_job), 300, interval=1, what="both sleepers ready")[0].metadata.name
+    # The TensorFlow image, as users type in it: `python`, and `pip` for a user (no root).
+    for tool in (["python", "--version"], ["pip", "--version"]):
+        run("kubectl", "exec", "-n", namespace, pod, "--", *tool)
 
     stream = watch.Watch().stream(core.list_namespaced_pod, namespace, field_selector=f"metadata.name={pod}",
                                   timeout_seconds=120)

@@ -19,7 +19,7 @@ RUN CGO_ENABLED=0 GOBIN=/out go install -trimpath \
 FROM python:${PYTHON_VERSION}-slim
 COPY --from=helm /out/helm /usr/local/bin/helm
 WORKDIR /opt/tfhelm
-# The repository's layout, so the chart's files/launcher.py symlink resolves.
+# The repository's layout (the package and the charts it ships).
 COPY pyproject.toml ./
 COPY tfhelm ./tfhelm
 COPY charts ./charts

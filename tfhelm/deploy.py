@@ -170,7 +170,9 @@ def up(p: Plan, helm: Helm, kube: Kube, notify: Notify = lambda _: None,
     2. a server-side dry run of every object: nothing changes before the API server
        admitted the whole cluster (quota, Pod Security, policies). It also names what was
        edited by hand since (drift), which the install sets back to the chart's values;
-    3. install/upgrade, PS first. A failure undoes what this call made: Helm rolls back a
+    3. with `replace`, delete the Jobs the change replaces and wait until their pods are gone
+       (old and new tasks side by side would register twice in the TF cluster);
+    4. install/upgrade, PS first. A failure undoes what this call made: Helm rolls back a
        failed release; releases, PVCs and the namespace this call created are removed.
        PVCs that existed before (data) are never touched.
     """
@@ -211,9 +213,10 @@ def _install(p: Plan, rendered: dict[str, list[dict]], helm: Helm, kube: Kube, n
         notify(f"the API server admits every object of {p.namespace}/{p.name} (server-side dry run)")
         for d in drift:
             notify(f"drift: {d}; set back to the chart's value")
-        if rerun:  # same values, asked to replace: a new run of the same cluster
-            for name in kube.delete_jobs(p.namespace, p.name):
-                notify(f"deleted Job {p.namespace}/{name} for a new run")
+        if rerun or change.replaced:  # asked to replace: stop the old tasks before new ones start
+            notify("stopping the replaced Jobs' tasks (their pods stop on SIGTERM) before the new ones start")
+            for name in kube.delete_jobs(p.namespace, p.name, None if rerun else [j.name for j in change.replaced]):
+                notify(f"deleted Job {p.namespace}/{name}{' for a new run' if rerun else ''}; its pods are gone")
         for r in p.releases:
             existed = r.name in existing
             notify(f"{'upgrading' if existed else 'installing'} release {p.namespace}/{r.name}")

@@ -331,15 +331,21 @@ class Kube:
                 if (n["metadata"].get("annotations") or {}).get("kwok.x-k8s.io/node") == "fake"}
         return used <= fake
 
-    def delete_jobs(self, namespace: str, cluster: str, timeout: float = 120) -> list[str]:
-        """Delete a cluster's Jobs and wait until their pods are gone (for a new run)."""
-        names = [j.metadata.name for j in self.objects(namespace, cluster).jobs]
+    def delete_jobs(self, namespace: str, cluster: str, names: list[str] | None = None,
+                    timeout: float = 120) -> list[str]:
+        """Delete a cluster's Jobs (all, or those named) and wait until they are gone, their
+        pods first (foreground deletion): no old task runs beside a new one."""
+        names = [j.metadata.name for j in self.objects(namespace, cluster).jobs] if names is None else names
         for name in names:
-            self.batch.delete_namespaced_job(name, namespace, propagation_policy="Foreground")
+            try:
+                self.batch.delete_namespaced_job(name, namespace, propagation_policy="Foreground")
+            except ApiException as err:
+                if err.status != 404:
+                    raise api_error(err, f"Job {namespace}/{name}") from err
         deadline = time.monotonic() + timeout
-        while names and self.objects(namespace, cluster).jobs:
+        while {j.metadata.name for j in self.objects(namespace, cluster).jobs} & set(names):
             if time.monotonic() > deadline:
-                raise TimedOut(f"Jobs of {namespace}/{cluster} still exist after {timeout}s")
+                raise TimedOut(f"Jobs {', '.join(names)} of {namespace}/{cluster} still exist after {timeout}s")
             time.sleep(0.5)
         return names
 

@@ -15,6 +15,8 @@ from tfhelm.training import current_jobs, job_rows, training_state
 COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
 FULL_LISTING = 20  # up to this many tasks, the table lists every one
 EXCEPTIONS_SHOWN = 20  # beyond it, this many of the exceptions are listed
+ERRORS_SHOWN = 5  # distinct error lines shown (every task's is in -o json)
+MAIN_CONTAINER = "tensorflow"
 HEALTHY = ("Running", "Succeeded")
 ROLE_ORDER = {"chief": 0, "worker": 1, "ps": 2, "evaluator": 3}
 PHASE_ORDER = ("Pending", "Running", "Succeeded", "Failed", "Terminating", "Unknown")
@@ -28,7 +30,7 @@ class TaskRow:
     restarts: int
     node: str
     reason: str = ""  # why a pod is not well (CrashLoopBackOff, ImagePullBackOff, Error, Evicted)
-    error: str = ""  # the failed container's own last line: "fetch-code: fetch URL: HTTP Error 404: ..."
+    error: str = ""  # why it failed, in the task's own words (see `_error`)
 
     @property
     def role(self) -> str:
@@ -46,7 +48,23 @@ def task_row(pod: dict) -> TaskRow | None:
     containers = st.get("containerStatuses") or []
     phase = "Terminating" if meta.get("deletionTimestamp") else st.get("phase") or "Unknown"
     return TaskRow(f"{role}:{index}", meta["name"], phase, sum(c.get("restartCount", 0) for c in containers),
-                   (pod.get("spec") or {}).get("nodeName") or "-", _reason(st, containers), failure(st))
+                   (pod.get("spec") or {}).get("nodeName") or "-", _reason(st, containers),
+                   _error((st.get("initContainerStatuses") or []) + containers))
+
+
+def _error(containers: list[dict]) -> str:
+    """The last line of the termination message of the first container that exited non-zero
+    (now, or before its restart): the launcher writes the task's one-line reason there (the
+    last line of the script's traceback, pip's error), and Kubernetes falls back to the log's
+    last lines (terminationMessagePolicy FallbackToLogsOnError). An init container is named."""
+    for c in containers:
+        for state in ("state", "lastState"):
+            done = (c.get(state) or {}).get("terminated") or {}
+            if done.get("exitCode"):
+                lines = [ln.strip() for ln in (done.get("message") or "").splitlines() if ln.strip()]
+                where = "" if c.get("name") == MAIN_CONTAINER else f"{c.get('name')}: "
+                return f"{where}{lines[-1] if lines else 'no message'} (exit {done['exitCode']})"
+    return ""
 
 
 def _reason(st: dict, containers: list[dict]) -> str:
@@ -118,6 +136,24 @@ def phase_counts(rows: list[TaskRow]) -> dict[str, dict[str, int]]:
 def exceptions(rows: list[TaskRow]) -> list[TaskRow]:
     """The tasks worth a look: not Running or Succeeded, or restarted."""
     return [r for r in rows if r.phase not in HEALTHY or r.restarts]
+
+
+def error_lines(rows: list[TaskRow], shown: int = ERRORS_SHOWN) -> list[str]:
+    """The tasks' errors, each distinct one once with the tasks that had it (a retried task
+    leaves a failed pod per attempt), in task order."""
+    by_error: dict[str, list[TaskRow]] = {}
+    for r in rows:
+        if r.error:
+            by_error.setdefault(r.error, []).append(r)
+    lines = []
+    for error, where in list(by_error.items())[:shown]:
+        tasks = list(dict.fromkeys(r.task for r in where))
+        names = ", ".join(tasks[:3]) + (f" and {len(tasks) - 3} more" if len(tasks) > 3 else "")
+        pods = f", {len(where)} pods" if len(where) > len(tasks) else ""
+        lines.append(f"error of {names}{pods}: {error}")
+    if len(by_error) > shown:
+        lines.append(f"... {len(by_error) - shown} more distinct errors (-o json has every task's)")
+    return lines
 
 
 def ps_state(deployments: list) -> str:
@@ -229,7 +265,7 @@ def print_table(namespace: str, name: str, tasks: list[TaskRow], jobs: list, dep
         else:
             line(f"all {len(tasks)} tasks Running or Succeeded, none restarted (--tasks lists every task)")
     for text in error_lines(tasks):
-        line(f"error: {text}")
+        line(text)
     line(f"parameter servers: {ps_state(deployments)}")
     for text in reaper_lines(events):
         line(text)

@@ -156,16 +156,25 @@ def workspace_requests(resource: str) -> Decimal:
     return sum(parse_quantity(r["requests"][resource]) for r in containers)
 
 
-def code_volume_path(script: str) -> PurePosixPath:
-    """A relative `--script` under `--user`: a file on the user's code volume."""
+def code_volume_path(script: str, field: str = "--script") -> PurePosixPath:
+    """A relative `--script` (or another path) under `--user`: a path on the user's code volume."""
     path = PurePosixPath(script)
     if not path.parts or script.endswith("/") or ".." in path.parts:
-        raise SpecError("--script", f"'{script}' is not a file path on the code volume",
+        raise SpecError(field, f"'{script}' is not a path on the code volume",
                         "give a path relative to the notebook's work directory, e.g. models/train.py")
     if any(part.startswith(".") for part in path.parts):
-        raise SpecError("--script", f"'{script}' is a dot-file or in a dot-directory",
-                        "the file server does not serve those; move the script")
+        raise SpecError(field, f"'{script}' is a dot-file or in a dot-directory",
+                        "the file server does not serve those; move it")
     return path
+
+
+def files_dir_url(user: str, directory: str, field: str) -> str:
+    """A directory on the user's code volume as their file server's URL (its listing is what
+    `pip --find-links` reads); an http(s) URL or an absolute path is taken as it is."""
+    if urlparse(directory).scheme or directory.startswith("/"):
+        return directory
+    path = code_volume_path(directory.rstrip("/") or directory, field)
+    return files_url(user) + quote(str(path)) + "/"
 
 
 def cluster_values_for_user(user: str, script: str | None) -> dict:

@@ -35,6 +35,10 @@ class ClusterOptions:
     script: str | None = None
     script_args: list[str] = field(default_factory=list)
     gpus: int | None = None
+    keras: str | None = None  # "2", "3" or "auto"
+    packages: list[str] = field(default_factory=list)  # --pip, pip requirement specifiers
+    pip_index_url: str | None = None
+    pip_find_links: str | None = None
     # The user's chart values, lowest precedence first: -f files, and the result of
     # tfhelm.uservalues.merge() (files and --set* merged by Helm's rules).
     value_files: list[dict] = field(default_factory=list)
@@ -92,7 +96,43 @@ def _option_values(o: ClusterOptions) -> dict:
         v["code"] = script_values(o.script)
     if o.script_args:
         v.setdefault("code", {})["args"] = list(o.script_args)
+    if o.keras is not None:
+        if o.keras not in KERAS:
+            raise SpecError("--keras", f"must be one of {', '.join(KERAS)}, got '{o.keras}'",
+                            "2 for Keras 2 code (tf-keras), 3 for Keras 3")
+        v["keras"] = o.keras
+    pip = _pip_values(o)
+    if pip:
+        v["code"] = {**v.get("code", {}), **pip}
     return v
+
+
+KERAS = ("2", "3", "auto")
+
+
+def _pip_values(o: ClusterOptions) -> dict:
+    """--pip, --pip-index-url, --pip-find-links as the `code` values `packages` and `pip`."""
+    code: dict = {}
+    for spec_ in o.packages:
+        if not spec_.strip() or spec_.startswith("-"):
+            raise SpecError("--pip", f"'{spec_}' is not a requirement",
+                            "give one package per --pip, e.g. --pip pandas==2.2.3; pip options: "
+                            "--pip-index-url, --pip-find-links")
+    if o.packages:
+        code["packages"] = list(o.packages)
+    if (o.pip_index_url or o.pip_find_links) and not o.packages:
+        raise SpecError("--pip-index-url" if o.pip_index_url else "--pip-find-links",
+                        "needs the packages to install", "add --pip NAME==VERSION")
+    if o.pip_index_url:
+        if urlparse(o.pip_index_url).scheme not in ("http", "https"):
+            raise SpecError("--pip-index-url", f"'{o.pip_index_url}' is not an http(s) URL")
+        code.setdefault("pip", {})["indexUrl"] = o.pip_index_url
+    if o.pip_find_links:
+        if not (o.pip_find_links.startswith("/") or urlparse(o.pip_find_links).scheme in ("http", "https")):
+            raise SpecError("--pip-find-links", f"'{o.pip_find_links}' is neither an http(s) URL nor "
+                            "an absolute path", "e.g. http://files.team-a.svc:8080/wheels/ or /data/wheels")
+        code.setdefault("pip", {})["findLinks"] = o.pip_find_links
+    return code
 
 
 # An image reference as the container runtimes parse it (distribution/reference): an

@@ -34,8 +34,9 @@ def test_workers_are_one_indexed_job_and_one_headless_service():
     (job,) = by_kind(m, "Job")
     assert job["spec"] | {"template": None} == {
         "completionMode": "Indexed", "completions": 8, "parallelism": 8,
-        "podReplacementPolicy": "Failed", "backoffLimitPerIndex": 3, "backoffLimit": 6,
-        "activeDeadlineSeconds": 3600, "ttlSecondsAfterFinished": 600, "template": None}
+        "podReplacementPolicy": "Failed", "backoffLimitPerIndex": 3, "maxFailedIndexes": 0,
+        "backoffLimit": 6, "activeDeadlineSeconds": 3600, "ttlSecondsAfterFinished": 600,
+        "podFailurePolicy": job["spec"]["podFailurePolicy"], "template": None}
     pod = job["spec"]["template"]["spec"]
     assert pod["subdomain"] == "mnist-worker" and pod["restartPolicy"] == "Never"
     svc = next(s for s in by_kind(m, "Service") if s["metadata"]["name"] == "mnist-worker")

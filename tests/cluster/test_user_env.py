@@ -330,9 +330,9 @@ def test_a_failed_code_fetch_names_the_url_and_the_http_status(two_users):
     error = f"fetch-code: fetch {url}: HTTP Error 404: Not Found"
     up = tfhelm("up", "--user", user, "--name", "nofile", "--workers", "1", "--ps", "0", "--script", "missing.py",
                 "--set", "worker.backoffLimitPerIndex=0", "--wait", "--timeout", "300", code=1)
-    assert "training failed" in up.stderr and f"worker:0: {error}" in " ".join(up.stderr.split())
+    assert "training failed" in up.stderr and f"error of worker:0: {error}" in " ".join(up.stderr.split())
     status = tfhelm("status", "nofile", "-n", ns, code=1)
-    assert "Init:Error" in status.stdout and f"error: worker:0: {error}" in " ".join(status.stdout.split())
+    assert "Init:Error" in status.stdout and f"error of worker:0: {error}" in " ".join(status.stdout.split())
     logs = tfhelm("logs", "nofile", "-n", ns, code=1)  # the init container's log; exit 1: it failed
     assert f"[worker-0 fetch-code] fetch {url}: HTTP Error 404: Not Found" in logs.stdout, logs.stdout + logs.stderr
     # --purge in a workspace: the user's volumes are shared by all their runs, and kept.

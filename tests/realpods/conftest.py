@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import re
 import subprocess
 import sys
 import uuid
@@ -55,7 +56,7 @@ def run(*args: str, code: int = 0, timeout: float = 900, stdin: str | None = Non
 @pytest.fixture
 def namespace(request, core):
     """A fresh namespace enforcing Pod Security "restricted"; its pods run for real."""
-    name = f"rp-{request.node.name[5:30].lower().replace('_', '-').strip('-')}-{uuid.uuid4().hex[:5]}"
+    name = f"rp-{re.sub('[^a-z0-9]+', '-', request.node.name[5:30].lower()).strip('-')}-{uuid.uuid4().hex[:5]}"
     labels = {f"pod-security.kubernetes.io/{m}": "restricted" for m in ("enforce", "warn", "audit")}
     core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name, labels=labels)))
     wait_for(lambda: _exists(lambda: core.read_namespaced_service_account("default", name)), 30,

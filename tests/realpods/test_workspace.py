@@ -1,8 +1,9 @@
 """A user's workspace on the real node: Jupyter answers with its token and refuses without,
 the code written in the notebook is served by the file server to a TF cluster that
-imports a sibling module, checked by its SHA-256, and TensorBoard lists the run to its owner
-only (another user and an anonymous client get 403/401, over the node port and the pod
-network). Removing the user leaves the still-running parameter server fenced in."""
+imports a sibling module, checked by its SHA-256, a run's extra package comes from a wheel
+directory there, and TensorBoard lists the run to its owner only (another user and an
+anonymous client get 403/401, over the node port and the pod network). Removing the user
+leaves the still-running parameter server fenced in."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from kubernetes import client
 from tfhelm import users
 
 from tests.cluster.conftest import job_of
+from tests.helpers.wheels import make_wheel
 
 from .conftest import login_token, pod_logs, probe, run, wait_for
 
@@ -32,7 +34,7 @@ def get(url: str, token: str | None = None) -> tuple[int, bytes]:
         return e.code, e.read()
 
 
-def test_workspace_notebook_files_and_tensorboard(two_users, core, api_client):
+def test_workspace_notebook_files_and_tensorboard(two_users, core, api_client, tmp_path):
     user, other = two_users
     ns = users.user_namespace(user)
     urls = dict(line.split(":", 1) for line in run("tfhelm", "user", "url", user).stdout.splitlines())
@@ -78,6 +80,18 @@ def test_workspace_notebook_files_and_tensorboard(two_users, core, api_client):
     logs = pod_logs(core, ns, "tfhelm.io/cluster=run1,app.kubernetes.io/component=worker")
     assert batch.read_namespaced_job(workers, ns).status.succeeded == 2, logs
     assert all("tfhelm_example.py" in text and f"sha256 {sha}" in text for text in logs.values()), logs
+
+    # Jupyter users type `python` and `pip`; a run's extra package comes from a wheel directory
+    # on the code volume, through the file server (the local cluster has no route out).
+    for tool in (["python", "--version"], ["pip", "--version"]):
+        run("kubectl", "exec", "-n", ns, pod.metadata.name, "--", *tool)
+    make_wheel(tmp_path / "wheels", "tfhelm_probe", "1.0", "ANSWER = 42\n")
+    (tmp_path / "probe.py").write_text("import tfhelm_probe\nprint('the answer is', tfhelm_probe.ANSWER)\n")
+    run("kubectl", "cp", "-n", ns, str(tmp_path / "wheels"), f"{pod.metadata.name}:{workdir}/wheels")
+    run("kubectl", "cp", "-n", ns, str(tmp_path / "probe.py"), f"{pod.metadata.name}:{workdir}/probe.py")
+    run("tfhelm", "up", "--user", user, "--name", "pkg", "--workers", "1", "--ps", "0", "--script", "probe.py",
+        "--pip", "tfhelm_probe==1.0", "--pip-find-links", "wheels", "--wait", "--timeout", "600")
+    assert any("the answer is 42" in text for text in pod_logs(core, ns, "tfhelm.io/cluster=pkg").values())
 
     # TensorBoard reads the user's logs volume: the run is there, for its owner.
     runs_url = f"{tensorboard}data/runs"

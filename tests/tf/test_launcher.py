@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -200,3 +201,154 @@ def test_bad_tf_config_is_one_clear_line(tmp_path):
     assert done.stderr.strip().splitlines() == [
         "tfhelm-launcher: error: TF_CONFIG: task worker:0 is not in the cluster ()"]
     assert "never" not in done.stdout
+
+
+# --- stopping, failing, and saying why -------------------------------------------------------
+
+def launch_as_pid_1(args, env):
+    """The launcher as PID 1 of a new PID namespace, as in a container. Its host PID is
+    returned too: signals from outside reach a namespace's PID 1 only for the handlers it
+    installed, exactly as the kubelet's SIGTERM reaches a container's PID 1."""
+    proc = subprocess.Popen(["unshare", "--pid", "--fork", sys.executable, str(LAUNCHER), *args],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout.readline() == "ready\n", proc.stderr.read()  # the task runs
+    (pid,) = Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()
+    nspid = next(ln for ln in Path(f"/proc/{pid}/status").read_text().splitlines() if ln.startswith("NSpid:"))
+    assert nspid.split()[-1] == "1", nspid
+    return proc, int(pid)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a new PID namespace needs root (as the real node does)")
+@pytest.mark.parametrize("mode", ["script", "exec"])
+def test_as_pid_1_sigterm_stops_a_task_that_installs_no_handler(tmp_path, mode):
+    """A pod deletion, an upgrade or a reap sends SIGTERM to PID 1: the launcher passes it
+    on, so the task stops now instead of at the end of the grace period (exit 143, not 137)."""
+    script = tmp_path / "train.py"
+    script.write_text("import time\nprint('ready', flush=True)\ntime.sleep(600)\n")
+    args = (["script", str(script)] if mode == "script"
+            else ["exec", "--", "sh", "-c", "echo ready; exec sleep 600"])
+    proc, pid = launch_as_pid_1(args, spec_env(tmp_path))
+    os.kill(pid, signal.SIGTERM)
+    assert proc.wait(timeout=60) == 128 + signal.SIGTERM  # the timeout is a safety net only
+    assert "tfhelm-launcher: SIGTERM: stopping the task" in proc.stderr.read()
+
+
+def failing(tmp_path, body: str, **env):
+    """Run a script that fails; returns (exit code, stderr, termination message)."""
+    script, message = tmp_path / "s.py", tmp_path / "termination-log"
+    script.write_text(body)
+    environ = {**spec_env(tmp_path), "TFHELM_TERMINATION_LOG": str(message), **env}
+    done = run_launcher(["script", str(script)], environ)
+    return done.returncode, done.stderr, message.read_text() if message.exists() else None
+
+
+def test_an_error_of_the_script_fails_with_its_last_traceback_line_as_the_reason(tmp_path):
+    code, stderr, message = failing(tmp_path, "import no_such_module_here\n")
+    assert code == 1
+    assert "Traceback (most recent call last)" in stderr  # the log keeps the whole traceback
+    assert message == "ModuleNotFoundError: No module named 'no_such_module_here'\n"
+
+
+def test_a_tensorflow_error_a_restart_can_cure_exits_75_to_be_retried(tmp_path):
+    """A peer gone (TensorFlow's UnavailableError, here its look-alike): exit 75, which the
+    chart's podFailurePolicy retries; the reason is TensorFlow's error proper."""
+    body = ('class UnavailableError(Exception): pass\n'
+            'raise UnavailableError("Graph execution error:\\n\\nDetected at node X defined at:\\n'
+            '  File \\"t.py\\", line 3\\n\\nCollective ops is aborted by: Socket closed\\n'
+            '\\t [[{{node X}}]]")\n')
+    code, stderr, message = failing(tmp_path, body)
+    assert code == launcher.EXIT_RETRY == 75
+    assert message == ("UnavailableError: Graph execution error: Collective ops is aborted by: "
+                       "Socket closed (retried)\n")
+    assert "UnavailableError is retried" in stderr
+    # Which errors are retried is the chart's setting (failurePolicy.retryErrors).
+    assert failing(tmp_path, body, TFHELM_RETRY_ERRORS="AbortedError")[0] == 1
+
+
+def test_a_killed_script_exits_137_and_says_so(tmp_path):
+    """SIGKILL (the kernel's out-of-memory killer picks the script, the biggest process)."""
+    code, _, message = failing(tmp_path, "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)\n")
+    assert code == 137
+    assert message == "killed by SIGKILL (out of memory, or killed)\n"
+
+
+def test_a_plain_exit_status_leaves_the_reason_to_the_log(tmp_path):
+    """sys.exit(3) after printing its own error: Kubernetes then takes the log's last lines
+    (terminationMessagePolicy FallbackToLogsOnError)."""
+    code, _, message = failing(tmp_path, "import sys\nprint('bad data', file=sys.stderr)\nsys.exit(3)\n")
+    assert (code, message) == (3, None)
+
+
+def test_keras_2_without_tf_keras_is_one_line_before_the_script_starts(tmp_path, monkeypatch):
+    real = launcher.importlib.util.find_spec
+    monkeypatch.setattr(launcher.importlib.util, "find_spec",
+                        lambda name, *a: None if name == "tf_keras" else real(name, *a))
+    with pytest.raises(launcher.LaunchError, match=r"Keras 2 is asked for \(TF_USE_LEGACY_KERAS=1.*"
+                       r"this image has no tf-keras: use an image with tf-keras==2\.21\.\*"):
+        launcher.check_keras({"TF_USE_LEGACY_KERAS": "1"})
+    launcher.check_keras({"TF_USE_LEGACY_KERAS": "0"})  # Keras 3
+    launcher.check_keras({})  # the script decides
+
+
+def test_a_launch_error_is_the_termination_message_too(tmp_path):
+    """What the launcher refuses (here Keras 2 on an image without tf-keras) is the task's
+    one-line reason, exit 2: a failure no retry can cure."""
+    env = {**spec_env(tmp_path), "TF_USE_LEGACY_KERAS": "1",
+           "TFHELM_TERMINATION_LOG": str(tmp_path / "termination-log")}
+    script = tmp_path / "s.py"
+    script.write_text("print('never')\n")
+    # -I: without this venv's site-packages, hence without any tf-keras it may hold.
+    done = subprocess.run([sys.executable, "-I", str(LAUNCHER), "script", str(script)], env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "never" not in done.stdout
+    (line,) = done.stderr.strip().splitlines()
+    assert line.startswith("tfhelm-launcher: error: Keras 2 is asked for")
+    assert (tmp_path / "termination-log").read_text() == line.removeprefix("tfhelm-launcher: error: ") + "\n"
+
+
+# --- a run's extra packages ------------------------------------------------------------------
+
+SYSTEM_PYTHON = "/usr/bin/python3"  # like the images' Python: no virtualenv, so `pip --user` works
+
+
+def system_pip() -> bool:
+    return subprocess.run([SYSTEM_PYTHON, "-m", "pip", "--version"], capture_output=True).returncode == 0
+
+
+@pytest.mark.skipif(not system_pip(), reason="needs a system Python with pip, as the TensorFlow images have")
+def test_packages_are_installed_once_for_every_task_and_found_by_the_script(tmp_path):
+    from tests.helpers.wheels import make_wheel
+
+    make_wheel(tmp_path / "wheels", "tfhelm_probe", "1.0", "ANSWER = 42\n")
+    target = tmp_path / "data" / ".tfhelm" / "packages" / "0123abcd"
+    install = [SYSTEM_PYTHON, str(LAUNCHER), "packages", str(target), "--no-index",
+               "--find-links", str(tmp_path / "wheels"), "--", "tfhelm_probe==1.0"]
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PIP_", "VIRTUAL_ENV"))} | {"HOME": str(tmp_path)}
+    # Two tasks start at once: the lock lets one install; the other finds it done.
+    tasks = [subprocess.Popen(install, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for _ in range(2)]
+    logs = [t.communicate(timeout=300)[1] for t in tasks]
+    assert [t.returncode for t in tasks] == [0, 0], logs
+    assert sum("installing tfhelm_probe==1.0" in log for log in logs) == 1, logs
+    assert sum("packages already installed" in log for log in logs) == 1, logs
+    script = tmp_path / "train.py"
+    script.write_text("import tfhelm_probe\nprint(tfhelm_probe.ANSWER)\n")
+    done = subprocess.run([SYSTEM_PYTHON, str(LAUNCHER), "script", str(script)],
+                          env={**spec_env(tmp_path), "PYTHONUSERBASE": str(target)},
+                          capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stdout) == (0, "42\n"), done.stderr
+
+
+@pytest.mark.skipif(not system_pip(), reason="needs a system Python with pip, as the TensorFlow images have")
+def test_a_package_that_cannot_be_installed_is_the_tasks_one_line_reason(tmp_path):
+    target = tmp_path / "packages" / "0123abcd"
+    (tmp_path / "wheels").mkdir()
+    env = {**os.environ, "HOME": str(tmp_path), "TFHELM_TERMINATION_LOG": str(tmp_path / "termination-log")}
+    done = subprocess.run([SYSTEM_PYTHON, str(LAUNCHER), "packages", str(target), "--no-index",
+                           "--find-links", str(tmp_path / "wheels"), "--", "nosuchpackage==9.9"],
+                          env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 1  # not in failurePolicy.retryExitCodes: the task fails at once
+    assert (tmp_path / "termination-log").read_text() == (
+        "pip could not install nosuchpackage==9.9: ERROR: Could not find a version that satisfies the "
+        "requirement nosuchpackage==9.9 (from versions: none)\n")
+    assert not (target / launcher.PACKAGES_MARKER).exists()  # the next attempt would try again

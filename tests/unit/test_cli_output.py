@@ -119,17 +119,17 @@ def failed_fetch(name: str, index: int, url: str = "http://files/train.py") -> d
 def test_a_failed_fetch_is_named_with_its_url_and_http_status():
     rows = status.task_rows([failed_fetch("w0", 0), failed_fetch("w1", 1), pod("p0", "ps", 0)])
     assert (rows[0].phase, rows[0].reason) == ("Failed", "Init:Error")
-    assert rows[0].error == "fetch-code: fetch http://files/train.py: HTTP Error 404: Not Found"
+    assert rows[0].error == "fetch-code: fetch http://files/train.py: HTTP Error 404: Not Found (exit 1)"
     assert rows[2].error == ""
     assert status.error_lines(rows) == [
-        "worker:0, worker:1: fetch-code: fetch http://files/train.py: HTTP Error 404: Not Found"]
+        "error of worker:0, worker:1: fetch-code: fetch http://files/train.py: HTTP Error 404: Not Found (exit 1)"]
     # The init container's log is shown; the task container never ran, so it has none.
     assert logs.log_containers(failed_fetch("w0", 0)) == ["fetch-code"]
     assert logs.log_containers(pod("p0", "ps", 0)) == ["tensorflow"]
     crashed = pod("w2", "worker", 2)
     crashed["status"]["containerStatuses"] = [{"name": "tensorflow", "state": {"waiting": {
         "reason": "CrashLoopBackOff"}}, "lastState": {"terminated": {"exitCode": 2}}}]
-    assert status.task_row(crashed).error == "tensorflow: exit code 2"
+    assert status.task_row(crashed).error == "no message (exit 2)"
     assert logs.log_containers(crashed) == ["tensorflow"]
 
 

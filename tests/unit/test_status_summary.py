@@ -57,6 +57,49 @@ def test_phase_counts_per_role_and_the_exceptions():
         ("worker:9", "Failed", "", 0)]
 
 
+def failed(role, index, message, code=1, container="tensorflow", name=""):
+    """A task pod whose container exited `code` with this termination message."""
+    p = pod(role, index, "Failed")
+    p["metadata"]["name"] = name or p["metadata"]["name"]
+    done = {"name": container, "state": {"terminated": {"exitCode": code, "message": message, "reason": "Error"}}}
+    if container == "tensorflow":
+        p["status"]["containerStatuses"] = [{**done, "restartCount": 0}]
+    else:
+        p["status"]["initContainerStatuses"] = [done]
+        p["status"]["containerStatuses"][0]["state"] = {"waiting": {"reason": "PodInitializing"}}
+    return p
+
+
+def test_a_failed_task_shows_its_own_error_line():
+    """The launcher's one-line reason, or (FallbackToLogsOnError) the log's last line; an init
+    container is named; a crash before a restart counts too."""
+    keras = "ImportError: Keras cannot be imported. Check that it is installed.\n"
+    rows = status.task_rows([failed("worker", 0, keras), failed("worker", 1, "step 3\nbad data\n\n", code=3),
+                             failed("chief", 0, "pip could not install x: ERROR: no x\n", container="install-packages"),
+                             failed("worker", 2, "", code=137)])
+    assert [(r.task, r.error) for r in rows] == [
+        ("chief:0", "install-packages: pip could not install x: ERROR: no x (exit 1)"),
+        ("worker:0", "ImportError: Keras cannot be imported. Check that it is installed. (exit 1)"),
+        ("worker:1", "bad data (exit 3)"), ("worker:2", "no message (exit 137)")]
+    crashed = pod("ps", 0, restarts=1)
+    crashed["status"]["containerStatuses"][0]["lastState"] = {"terminated": {"exitCode": 1, "message": "OSError: x"}}
+    assert status.task_row(crashed).error == "OSError: x (exit 1)"
+    assert status.task_row(pod("worker", 3, "Succeeded")).error == ""
+
+
+def test_each_distinct_error_is_shown_once_with_its_tasks(capsys):
+    """Eight workers failed the same way, one of them twice (its retry); another error once."""
+    same = "ModuleNotFoundError: No module named 'pandas'"
+    pods = [failed("worker", i, same, name=f"w-{i}") for i in range(8)] + [failed("worker", 0, same, name="w-0b")]
+    rows = status.task_rows(pods + [failed("evaluator", 0, "ValueError: no checkpoint")])
+    assert status.error_lines(rows) == [
+        f"error of worker:0, worker:1, worker:2 and 5 more, 9 pods: {same} (exit 1)",
+        "error of evaluator:0: ValueError: no checkpoint (exit 1)"]
+    many = status.task_rows([failed("worker", i, f"E{i}") for i in range(9)])
+    assert status.error_lines(many)[-1] == "... 4 more distinct errors (-o json has every task's)"
+    assert "error of worker:0, worker:1, worker:2 and 5 more, 9 pods" in print_table(capsys, rows)
+
+
 def print_table(capsys, tasks, **kw) -> str:
     status.print_table("team-a", "m", tasks, [job("m", "worker", total=40, succeeded=37)], [ps("m", 0), ps("m", 1)],
                        [], **kw)

@@ -198,3 +198,13 @@ def test_remove_keeps_the_namespace_unless_purge():
     assert userenv.remove("alice", helm, fake_kube(core), purge=True)
     assert "tfhelm-user-alice" not in core.namespaces
     assert not userenv.remove("alice", helm, fake_kube(core))
+
+
+def test_a_wheel_directory_on_the_users_code_volume_is_their_file_servers_url():
+    assert users.files_dir_url("alice", "wheels", "--pip-find-links") == \
+        "http://user-env-files.tfhelm-user-alice.svc:8080/wheels/"
+    assert users.files_dir_url("alice", "deps/wheels/", "--pip-find-links").endswith(":8080/deps/wheels/")
+    assert users.files_dir_url("alice", "/data/wheels", "--pip-find-links") == "/data/wheels"
+    assert users.files_dir_url("alice", "https://w.example/", "--pip-find-links") == "https://w.example/"
+    with pytest.raises(SpecError, match="--pip-find-links: '../x' is not a path on the code volume"):
+        users.files_dir_url("alice", "../x", "--pip-find-links")

@@ -116,3 +116,27 @@ def test_generated_names_are_valid_and_differ():
     assert len(names) > 1
     for n in names:
         compute_values(ClusterOptions(name=n, workers=1))
+
+
+def test_keras_and_extra_packages_become_values():
+    v = compute_values(ClusterOptions(name="m", keras="2", script="/opt/t.py", script_args=["--x"],
+                                      packages=["pandas==2.2.3", "tqdm"], pip_find_links="/data/wheels"))
+    assert v["keras"] == "2"
+    assert v["code"] == {"source": "image", "script": "/opt/t.py", "args": ["--x"],
+                         "packages": ["pandas==2.2.3", "tqdm"], "pip": {"findLinks": "/data/wheels"}}
+    v = compute_values(ClusterOptions(name="m", packages=["six"], pip_index_url="https://pypi.internal/simple"))
+    assert v["code"] == {"packages": ["six"], "pip": {"indexUrl": "https://pypi.internal/simple"}}
+    assert "keras" not in compute_values(ClusterOptions(name="m"))
+
+
+@pytest.mark.parametrize("opts, message", [
+    ({"keras": "4"}, "--keras: must be one of 2, 3, auto, got '4'"),
+    ({"packages": ["--pre"]}, "--pip: '--pre' is not a requirement"),
+    ({"packages": [" "]}, "--pip: ' ' is not a requirement"),
+    ({"pip_find_links": "/data/wheels"}, "--pip-find-links: needs the packages to install"),
+    ({"packages": ["six"], "pip_index_url": "ftp://x/"}, "--pip-index-url: 'ftp://x/' is not an http"),
+    ({"packages": ["six"], "pip_find_links": "wheels"}, "--pip-find-links: 'wheels' is neither"),
+])
+def test_bad_program_options_are_one_line(opts, message):
+    with pytest.raises(SpecError, match=re.escape(message)):
+        compute_values(ClusterOptions(name="m", **opts))

@@ -35,6 +35,18 @@ Gpus = Annotated[Optional[int], typer.Option("--gpus", help="GPUs per worker (nv
 User = Annotated[Optional[str], typer.Option(
     "--user", help="Run in this user's workspace (tfhelm user add): their namespace and volumes; "
     "a relative --script is a file on their code volume.")]
+Keras = Annotated[Optional[str], typer.Option(
+    "--keras", help="Keras the scripts get: 2 (TF_USE_LEGACY_KERAS=1 in every task; the image needs "
+    "tf-keras), 3, or auto (the image and the script decide).")]
+Pip = Annotated[Optional[list[str]], typer.Option(
+    "--pip", help="An extra package for the run, e.g. pandas==2.2.3 (repeatable): installed once "
+    "into the data volume that every task shares.")]
+PipIndexUrl = Annotated[Optional[str], typer.Option(
+    "--pip-index-url", help="The package index for --pip (default: the image's pip settings).")]
+PipFindLinks = Annotated[Optional[str], typer.Option(
+    "--pip-find-links", help="A directory of wheels for --pip: an http(s) URL or an absolute path "
+    "in the tasks; with --user, a directory on the user's code volume. Without --pip-index-url, "
+    "only these wheels are used (works offline).")]
 ValuesFiles = Annotated[Optional[list[Path]], typer.Option("--values", "-f", help="Values file (repeatable).")]
 Sets = Annotated[Optional[list[str]], typer.Option(
     "--set", help="Set a chart value, e.g. worker.backoffLimitPerIndex=1 (repeatable; Helm's rules).")]
@@ -61,7 +73,9 @@ def namespace_of(namespace: str | None) -> str:
 def cluster_options(*, name: str, namespace: str | None, workers: int | None = None,
                     ps: int | None = None, chief: bool | None = None, evaluator: bool | None = None,
                     in_graph: bool | None = None, image: str | None = None, script: str | None = None,
-                    gpus: int | None = None, user: str | None = None,
+                    gpus: int | None = None, user: str | None = None, keras: str | None = None,
+                    pip: list[str] | None = None, pip_index_url: str | None = None,
+                    pip_find_links: str | None = None,
                     values_files: list[Path] | None = None, sets: list[str] | None = None,
                     set_strings: list[str] | None = None, set_jsons: list[str] | None = None,
                     script_args: list[str] | None = None) -> ClusterOptions:
@@ -80,8 +94,11 @@ def cluster_options(*, name: str, namespace: str | None, workers: int | None = N
             raise SpecError("--name", f"'{name}' is the user's workspace release", "choose another name")
         files.insert(0, users.cluster_values_for_user(user, script))
         namespace, script = user_ns, None
+        if pip_find_links:  # a directory on their code volume, through their file server
+            pip_find_links = users.files_dir_url(user, pip_find_links, "--pip-find-links")
     flags = uservalues.SetFlags(list(sets or []), list(set_strings or []), list(set_jsons or []))
     return ClusterOptions(
         name=name, namespace=namespace_of(namespace), workers=workers, ps=ps, chief=chief,
-        evaluator=evaluator, in_graph=in_graph, image=image, script=script, gpus=gpus,
+        evaluator=evaluator, in_graph=in_graph, image=image, script=script, gpus=gpus, keras=keras,
+        packages=list(pip or []), pip_index_url=pip_index_url, pip_find_links=pip_find_links,
         value_files=[uservalues.merge(files, flags)], script_args=list(script_args or []))

@@ -14,7 +14,9 @@ from tfhelm.console import cli_errors, write
 def render(name: o.ClusterName, namespace: o.Namespace = None, workers: o.Workers = None,
            ps: o.Ps = None, chief: o.Chief = None, evaluator: o.Evaluator = None,
            in_graph: o.InGraph = None, image: o.Image = None, script: o.Script = None,
-           gpus: o.Gpus = None, user: o.User = None, values_files: o.ValuesFiles = None,
+           gpus: o.Gpus = None, user: o.User = None, keras: o.Keras = None, pip: o.Pip = None,
+           pip_index_url: o.PipIndexUrl = None, pip_find_links: o.PipFindLinks = None,
+           values_files: o.ValuesFiles = None,
            sets: o.Sets = None, set_strings: o.SetStrings = None, set_jsons: o.SetJsons = None,
            values_only: Annotated[bool, typer.Option(
                "--values-only", help="Print each release's values for GitOps instead "
@@ -31,8 +33,8 @@ def render(name: o.ClusterName, namespace: o.Namespace = None, workers: o.Worker
         raise SpecError("--one-release", "only goes with --values-only")
     p = deploy.plan(o.cluster_options(
         name=name, namespace=namespace, workers=workers, ps=ps, chief=chief, evaluator=evaluator,
-        in_graph=in_graph, image=image, script=script, gpus=gpus, user=user,
-        values_files=values_files, sets=sets, set_strings=set_strings, set_jsons=set_jsons,
+        in_graph=in_graph, image=image, script=script, gpus=gpus, user=user, keras=keras, pip=pip,
+        pip_index_url=pip_index_url, pip_find_links=pip_find_links, values_files=values_files, sets=sets, set_strings=set_strings, set_jsons=set_jsons,
         script_args=script_args))
     if values_only:
         from tfhelm import gitops

@@ -20,7 +20,8 @@ def up(name: Annotated[Optional[str], typer.Option(
        namespace: o.Namespace = None, workers: o.Workers = None, ps: o.Ps = None,
        chief: o.Chief = None, evaluator: o.Evaluator = None, in_graph: o.InGraph = None,
        image: o.Image = None, script: o.Script = None, gpus: o.Gpus = None, user: o.User = None,
-       values_files: o.ValuesFiles = None, sets: o.Sets = None, set_strings: o.SetStrings = None,
+       keras: o.Keras = None, pip: o.Pip = None, pip_index_url: o.PipIndexUrl = None,
+       pip_find_links: o.PipFindLinks = None, values_files: o.ValuesFiles = None, sets: o.Sets = None, set_strings: o.SetStrings = None,
        set_jsons: o.SetJsons = None,
        wait: Annotated[bool, typer.Option(
            "--wait", help="Wait until training finishes, showing progress.")] = False,
@@ -46,6 +47,7 @@ def up(name: Annotated[Optional[str], typer.Option(
     p = deploy.plan(o.cluster_options(
         name=name or generate_name(), namespace=namespace, workers=workers, ps=ps, chief=chief,
         evaluator=evaluator, in_graph=in_graph, image=image, script=script, gpus=gpus, user=user,
+        keras=keras, pip=pip, pip_index_url=pip_index_url, pip_find_links=pip_find_links,
         values_files=values_files, sets=sets, set_strings=set_strings, set_jsons=set_jsons,
         script_args=script_args))
     helm = Helm()
@@ -129,11 +131,11 @@ def _follow(p, helm, kube, generated: bool, wait: bool, timeout: int, reap: bool
                       f"nothing was trained[/{colour}]")
         else:
             err.print(f"[{colour}]training {outcome.lower()}[/{colour}]")
-        if outcome != "Complete":
-            from tfhelm.status import error_lines, task_rows
+            if outcome != "Complete":  # the tasks' own error lines: one read of the pods
+                from tfhelm import status
 
-            for line in error_lines(task_rows(kube.task_pods(p.namespace, p.name))):
-                err.print(f"  {escape(line)}", highlight=False, soft_wrap=True)
+                for line in status.error_lines(status.task_rows(kube.task_pods(p.namespace, p.name))):
+                    err.print(line, markup=False, highlight=False, soft_wrap=True)
         if outcome != "Complete" and not reap:
             raise typer.Exit(TrainingFailed.exit_code)
     if reap and s.ps:

@@ -1,62 +1,31 @@
-"""Entrypoint of every TensorFlow task that tfhelm starts, in a pod or on this machine.
-
-    python launcher.py server                 # PS tasks; workers driven by a chief (in-graph)
-    python launcher.py script PATH [ARGS...]  # workers (between-graph), chief, evaluator
-    python launcher.py exec [--] CMD [ARGS...]  # a role's own `command`, with TF_CONFIG set
-    python launcher.py tfconfig               # print this task's TF_CONFIG (kubectl exec)
-
-The chart mounts this very file from a ConfigMap (it lives in the chart, so the chart alone is
-complete, and tfhelm/launcher.py links to it) and `tfhelm run --local` runs it as a file too,
-so it must stay importable
-with the standard library alone: stock TensorFlow images have no tfhelm installed.
-TensorFlow is imported lazily, and only by `server` mode.
-
-Pods carry no TF_CONFIG: it lists every task, so it grows with the cluster, and so would
-every pod template. They get the cluster spec file (TFHELM_CLUSTER_SPEC_FILE: per role a
-host pattern and a count, the same few hundred bytes at any size) plus TFHELM_TASK_TYPE /
-TFHELM_TASK_INDEX; the launcher expands them into TF_CONFIG (expand_cluster, the one
-expansion tfhelm itself uses too) and puts it into os.environ, so TensorFlow's cluster
-resolvers and the user's script find it where they always look. `script` mode runs the
-script in this process (runpy) instead of exec'ing it: a TF_CONFIG larger than Linux's
-128 KiB per environment string never passes through execve. `exec` mode must pass it
-through execve, and says so when it would not fit.
-"""
-
+# Generated from tfhelm/launcher.py by `make chart-files`: read and edit that file.
 from __future__ import annotations
-
+import importlib.metadata
+import importlib.util
 import json
 import os
 import runpy
 import signal
 import sys
 import threading
-
+import traceback
 USAGE = ("usage: launcher.py server | launcher.py script PATH [ARGS...] | "
-         "launcher.py exec [--] CMD [ARGS...] | launcher.py tfconfig")
+         "launcher.py exec [--] CMD [ARGS...] | launcher.py tfconfig | "
+         "launcher.py packages DIR [PIP OPTIONS...] -- REQUIREMENT...")
 ROLES = ("chief", "worker", "ps", "evaluator")
 EXIT_USAGE = 2
-EXIT_NOT_FOUND = 127  # as a shell reports a command it cannot run
-INDEX = "{index}"  # where a role's host pattern takes the task index
-# Linux's MAX_ARG_STRLEN: one environment string (NAME=value and its NUL) is at most 32 pages.
+EXIT_NOT_FOUND = 127
+EXIT_RETRY = 75
+RETRY_ERRORS = "UnavailableError,AbortedError,DeadlineExceededError,CancelledError"
+TERMINATION_LOG_ENV = "TFHELM_TERMINATION_LOG"
+MESSAGE_MAX = 1024
+INDEX = "{index}"
 ENV_STRING_MAX = 128 * 1024
-
-
 class LaunchError(Exception):
-    """The task's environment does not describe a task of a TF cluster."""
-
-
+    pass
 def log(msg: str) -> None:
     print(f"tfhelm-launcher: {msg}", file=sys.stderr, flush=True)
-
-
 def expand_cluster(spec: dict) -> dict:
-    """The TF_CONFIG `cluster` object from a cluster spec.
-
-    The spec maps each role to `{"count": N, "host": "<...{index}...>:<port>"}` (the chart's
-    form, whose size does not depend on N) or to an explicit list of hosts (`tfhelm run
-    --local`, whose loopback ports follow no pattern). Hosts come in index order; dump the
-    result with sorted keys and compact separators for the canonical TF_CONFIG.
-    """
     if not isinstance(spec, dict):
         raise LaunchError("the cluster spec is not a JSON object")
     cluster = {}
@@ -75,15 +44,9 @@ def expand_cluster(spec: dict) -> dict:
         head, _, tail = host.partition(INDEX)
         cluster[role] = [f"{head}{i}{tail}" for i in range(count)]
     return cluster
-
-
 def dumps(obj) -> str:
-    """Canonical JSON (sorted keys, compact), byte-identical to Helm's `toJson`."""
     return json.dumps(obj, sort_keys=True, separators=(",", ":"))
-
-
 def read_spec(path: str) -> dict:
-    """The TF_CONFIG `cluster` object from the cluster spec file at `path`."""
     try:
         with open(path, encoding="utf-8") as f:
             return expand_cluster(json.load(f))
@@ -93,14 +56,7 @@ def read_spec(path: str) -> dict:
         raise LaunchError(f"the cluster spec {path} is not valid JSON: {e}") from None
     except LaunchError as e:
         raise LaunchError(f"{path}: {e}") from None
-
-
 def resolve_tf_config(environ=None) -> dict:
-    """This task's TF_CONFIG, from TF_CONFIG or else from the cluster spec file.
-
-    Returns the parsed TF_CONFIG and, when it had to be composed, stores it (canonical JSON)
-    in `environ` (default: os.environ) so every library in this process sees it.
-    """
     env = os.environ if environ is None else environ
     raw = env.get("TF_CONFIG", "").strip()
     if raw:
@@ -110,7 +66,6 @@ def resolve_tf_config(environ=None) -> dict:
             raise LaunchError(f"TF_CONFIG is not valid JSON: {e}") from None
         _check(config, "TF_CONFIG")
         return config
-
     path = env.get("TFHELM_CLUSTER_SPEC_FILE", "")
     if not path:
         raise LaunchError("neither TF_CONFIG nor TFHELM_CLUSTER_SPEC_FILE is set")
@@ -124,8 +79,6 @@ def resolve_tf_config(environ=None) -> dict:
     _check(config, f"the cluster spec {path} with TFHELM_TASK_TYPE/TFHELM_TASK_INDEX")
     env["TF_CONFIG"] = dumps(config)
     return config
-
-
 def _check(config, source: str) -> None:
     if not isinstance(config, dict) or not isinstance(config.get("cluster"), dict):
         raise LaunchError(f"{source}: no 'cluster' object")
@@ -143,38 +96,17 @@ def _check(config, source: str) -> None:
     if not isinstance(index, int) or isinstance(index, bool):
         raise LaunchError(f"{source}: task index {index!r} is not an integer")
     if task_type == "evaluator" and "evaluator" not in cluster and index == 0:
-        return  # TensorFlow allows the evaluator outside the training cluster (TFJob does that)
+        return
     if task_type not in cluster or not 0 <= index < len(cluster[task_type]):
         have = ", ".join(f"{r}[{len(h)}]" for r, h in cluster.items())
         raise LaunchError(f"{source}: task {task_type}:{index} is not in the cluster ({have})")
-
-
 def task_label(config: dict) -> str:
     return f"{config['task']['type']}:{config['task']['index']}"
-
-
 def training_cluster(cluster: dict) -> dict:
-    """The cluster without the evaluator: it runs no server, so no task may wait for it."""
     return {role: hosts for role, hosts in cluster.items() if role != "evaluator"}
-
-
 def serve(config: dict) -> int:
-    """Start this task's gRPC server and serve until SIGTERM/SIGINT.
-
-    `server.join()` never returns: a PS (or a worker driven by a chief) has no way to know
-    that training is over. Whoever decides that (the reaper in the cluster, `tfhelm run
-    --local` here) sends SIGTERM; the launcher then leaves at once with 128 + the signal
-    number (143), as a process killed by it would. Not 0 on purpose: a worker server pod
-    that is evicted mid-training must count as failed, so its Indexed Job brings the index
-    back (the coordinator re-adds the worker), not as a completed index that never returns.
-    The join runs in a daemon thread so the main thread can take the signal (Python runs
-    signal handlers only on the main thread, and not while it is blocked in C++).
-    """
-    # Report worker/PS failures to the coordinator instead of retrying forever (the
-    # documented setting for ParameterServerStrategy clusters).
     os.environ.setdefault("GRPC_FAIL_FAST", "use_caller")
-    import tensorflow as tf  # noqa: PLC0415 - lazy on purpose: heavy, and only servers need it
-
+    import tensorflow as tf
     resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
     task_type, index = resolver.task_type, resolver.task_id
     if task_type not in ("ps", "worker", "chief"):
@@ -189,101 +121,211 @@ def serve(config: dict) -> int:
     address = config["cluster"][task_type][index]
     log(f"{task_type}:{index} serving on {address} ({server.target}); "
         "stops on SIGTERM")
-
     stop = threading.Event()
     received: list[int] = []
-
     def on_signal(signum, _frame):
         received.append(signum)
         stop.set()
-
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     joiner = threading.Thread(target=server.join, name="tf-server-join", daemon=True)
     joiner.start()
-    while not stop.wait(1.0):  # wake now and then so signals are handled promptly
+    while not stop.wait(1.0):
         if not joiner.is_alive():
             log(f"{task_type}:{index} server stopped by itself")
             return 1
     log(f"{task_type}:{index} stopping on {signal.Signals(received[0]).name}")
-    # TensorFlow's gRPC server cannot be shut down cleanly; leave without running its
-    # destructors (which can block) - there is nothing to flush in a server task.
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(128 + received[0])
-
-
 def run_script(path: str, args: list[str]) -> int:
-    """Run the user's script in this process as `__main__`; return its exit status."""
     if not os.path.isfile(path):
         raise LaunchError(f"script {path} does not exist")
+    return supervise(lambda: _run_path(path, args))
+def _run_path(path: str, args: list[str]) -> int:
     sys.argv = [path, *args]
-    # Like `python path`: the script's directory comes first on sys.path.
     sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
     try:
         runpy.run_path(path, run_name="__main__")
     except SystemExit as e:
         return _exit_status(e.code)
+    except KeyboardInterrupt:
+        return 128 + signal.SIGINT
+    except BaseException as e:
+        sys.excepthook(type(e), e, e.__traceback__)
+        return failure_exit(e)
     return 0
-
-
-def exec_command(argv: list[str], label: str, environ=None) -> None:
-    """Replace this process by the user's own command, TF_CONFIG in its environment."""
+def failure_exit(exc: BaseException, environ=None) -> int:
+    env = os.environ if environ is None else environ
+    line = error_line(exc)
+    names = {n.strip() for n in env.get("TFHELM_RETRY_ERRORS", RETRY_ERRORS).split(",") if n.strip()}
+    if any(cls.__name__ in names for cls in type(exc).__mro__):
+        log(f"{type(exc).__name__} is retried (failurePolicy.retryErrors): exit {EXIT_RETRY}")
+        termination_message(f"{line} (retried)", env)
+        return EXIT_RETRY
+    termination_message(line, env)
+    return 1
+def error_line(exc: BaseException) -> str:
+    lines = [ln.strip() for ln in str(exc).splitlines()
+             if ln.strip() and not ln[:1].isspace() and not ln.startswith("Detected at node")]
+    text = lines[0] if lines else ""
+    if text.endswith(":") and len(lines) > 1:
+        text = f"{text} {lines[1]}"
+    line = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+    return line if len(line) <= MESSAGE_MAX else line[:MESSAGE_MAX - 3] + "..."
+def termination_message(line: str, environ=None) -> None:
+    path = (os.environ if environ is None else environ).get(TERMINATION_LOG_ENV)
+    if not path:
+        return
+    try:
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(line[:MESSAGE_MAX] + "\n")
+    except OSError:
+        pass
+def supervise(child) -> int:
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            _die_with_parent(signal.SIGKILL)
+            code = child()
+        except SystemExit as e:
+            code = _exit_status(e.code)
+        except BaseException:
+            traceback.print_exc()
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code if isinstance(code, int) and 0 <= code <= 255 else 1)
+    received: list[int] = []
+    def forward(signum, _frame):
+        if not received:
+            log(f"{signal.Signals(signum).name}: stopping the task")
+        received.append(signum)
+        try:
+            os.kill(pid, signum)
+        except ProcessLookupError:
+            pass
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, forward)
+    _, status = os.waitpid(pid, 0)
+    code = os.waitstatus_to_exitcode(status)
+    if code >= 0:
+        return code
+    name = signal.Signals(-code).name
+    why = " (out of memory, or killed)" if -code == signal.SIGKILL and not received else ""
+    log(f"the task was ended by {name}{why}")
+    termination_message(f"killed by {name}{why}")
+    return 128 - code
+def exec_command(argv: list[str], label: str, environ=None) -> int:
     env = os.environ if environ is None else environ
     size = len("TF_CONFIG=") + len(env["TF_CONFIG"].encode()) + 1
     if size > ENV_STRING_MAX:
         raise LaunchError(
             f"TF_CONFIG is {size} bytes, over Linux's limit of {ENV_STRING_MAX} bytes for one "
             f"environment string, so {argv[0]!r} cannot get it: leave the role's `command` "
-            "unset (the launcher's script mode runs your script in-process, where any size "
+            "unset (the launcher's script mode runs your script without exec, where any size "
             "works), use fewer tasks, or have your command read TFHELM_CLUSTER_SPEC_FILE")
     log(f"{label} running {' '.join(argv)}")
-    try:
-        os.execvpe(argv[0], argv, env)
-    except OSError as e:
-        log(f"error: cannot run {argv[0]!r}: {e.strerror}")
-        sys.exit(EXIT_NOT_FOUND)
-
-
+    def run() -> int:
+        try:
+            os.execvpe(argv[0], argv, env)
+        except OSError as e:
+            message = f"cannot run {argv[0]!r}: {e.strerror}"
+            log(f"error: {message}")
+            termination_message(message, env)
+        return EXIT_NOT_FOUND
+    return supervise(run)
 def _exit_status(code) -> int:
     if code is None:
         return 0
     if isinstance(code, int):
         return code
-    print(code, file=sys.stderr)  # what the interpreter does for sys.exit("message")
+    print(code, file=sys.stderr)
     return 1
-
-
 def die_with_parent(environ=None) -> None:
-    """Under `tfhelm run --local`: get SIGTERM when tfhelm dies, even by SIGKILL (Linux).
-
-    TFHELM_PARENT_PID names the process that started us; if it is already gone (we were
-    reparented before prctl took effect), stop now. A no-op in pods, where it is unset.
-    """
     env = os.environ if environ is None else environ
-    parent = env.pop("TFHELM_PARENT_PID", "")  # not for the script's own subprocesses
-    if not parent.isdigit() or not sys.platform.startswith("linux"):
-        return
-    try:
-        import ctypes
-
-        pr_set_pdeathsig = 1
-        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, int(signal.SIGTERM))
-    except (OSError, AttributeError):
+    parent = env.pop("TFHELM_PARENT_PID", "")
+    if not parent.isdigit() or not _die_with_parent(signal.SIGTERM):
         return
     if os.getppid() != int(parent):
         log("the process that started this task is gone; stopping")
         sys.exit(1)
-
-
+def _die_with_parent(sig: int) -> bool:
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        import ctypes
+        pr_set_pdeathsig = 1
+        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, int(sig))
+    except (OSError, AttributeError):
+        return False
+    return True
+def check_keras(environ=None) -> None:
+    env = os.environ if environ is None else environ
+    if (env.get("TF_USE_LEGACY_KERAS", "") in ("1", "true", "True")
+            and importlib.util.find_spec("tf_keras") is None):
+        raise LaunchError(
+            "Keras 2 is asked for (TF_USE_LEGACY_KERAS=1, e.g. chart value keras: \"2\") but this "
+            f"image has no tf-keras: use an image with tf-keras=={_tf_minor()}.* (the README's "
+            "\"Bring your program\" has a recipe), or run the script with Keras 3")
+def _tf_minor() -> str:
+    for dist in ("tensorflow", "tensorflow-cpu", "tensorflow-gpu"):
+        try:
+            return ".".join(importlib.metadata.version(dist).split(".")[:2])
+        except importlib.metadata.PackageNotFoundError:
+            pass
+    return "<your TensorFlow's major.minor>"
+PACKAGES_MARKER = ".tfhelm-installed"
+def install_packages(target: str, options: list[str], requirements: list[str]) -> int:
+    import fcntl
+    import shutil
+    import subprocess
+    os.makedirs(os.path.dirname(target), exist_ok=True)
+    with open(f"{target}.lock", "a") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            log(f"another task is installing the packages into {target}; waiting for it")
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        marker = os.path.join(target, PACKAGES_MARKER)
+        if os.path.exists(marker):
+            with open(marker, encoding="utf-8") as f:
+                log(f"packages already installed in {target} (by {f.read().strip()})")
+            return 0
+        shutil.rmtree(target, ignore_errors=True)
+        log(f"installing {' '.join(requirements)} into {target}")
+        env = {**os.environ, "PYTHONUSERBASE": target, "PIP_BREAK_SYSTEM_PACKAGES": "1"}
+        pip = subprocess.Popen(
+            [sys.executable, "-m", "pip", "install", "--user", "--no-cache-dir", "--progress-bar", "off",
+             "--disable-pip-version-check", "--no-warn-script-location", *options, *requirements],
+            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        signal.signal(signal.SIGTERM, lambda *_: pip.terminate())
+        error = last = ""
+        for line in pip.stdout:
+            sys.stdout.write(line)
+            last = line.strip() or last
+            if line.startswith("ERROR:") and not error:
+                error = line.strip()
+        if pip.wait() != 0:
+            message = f"pip could not install {' '.join(requirements)}: {error or last}"
+            log(f"error: {message}")
+            termination_message(message)
+            return 1
+        with open(marker, "w", encoding="utf-8") as f:
+            f.write(f"{os.environ.get('HOSTNAME', '?')}: {' '.join(requirements)}\n")
+        log(f"installed into {target}")
+        return 0
 def _bad_arguments(mode: str, rest: list[str]) -> bool:
     if mode in ("server", "tfconfig"):
         return bool(rest)
+    if mode == "packages":
+        return "--" not in rest[1:] or rest[-1] == "--"
     if mode == "exec":
         return not rest or rest == ["--"]
     return mode != "script" or not rest
-
-
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if not argv or argv[0] in ("-h", "--help"):
@@ -293,6 +335,9 @@ def main(argv: list[str] | None = None) -> int:
     if _bad_arguments(mode, rest):
         log(f"bad arguments {argv!r}; {USAGE}")
         return EXIT_USAGE
+    if mode == "packages":
+        split = rest.index("--", 1)
+        return install_packages(rest[0], rest[1:split], rest[split + 1:])
     if mode != "tfconfig":
         die_with_parent()
     try:
@@ -302,16 +347,16 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if mode == "server":
             return serve(config)
+        check_keras()
         if mode == "exec":
             command = rest[1:] if rest[0] == "--" else rest
-            exec_command(command, task_label(config))
+            return exec_command(command, task_label(config))
         log(f"{task_label(config)} running {rest[0]}"
             + (f" with {' '.join(rest[1:])}" if rest[1:] else ""))
         return run_script(rest[0], rest[1:])
     except LaunchError as e:
         log(f"error: {e}")
+        termination_message(str(e))
         return EXIT_USAGE
-
-
 if __name__ == "__main__":
     sys.exit(main())

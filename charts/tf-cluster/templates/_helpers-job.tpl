@@ -22,14 +22,22 @@ spec:
   # Never two pods for one index: TF fails on a duplicate task registration.
   podReplacementPolicy: Failed
   backoffLimitPerIndex: {{ $r.backoffLimitPerIndex }}
-  {{- if kindIs "float64" $r.backoffLimit }}
+  {{- /* null leaves a setting to Kubernetes; a number from --set is an int64, from a file a float64 */}}
+  {{- if not (kindIs "invalid" $r.maxFailedIndexes) }}
+  maxFailedIndexes: {{ min $r.maxFailedIndexes .replicas }}
+  {{- end }}
+  {{- if not (kindIs "invalid" $r.backoffLimit) }}
   backoffLimit: {{ $r.backoffLimit }}
   {{- end }}
   {{- with $r.activeDeadlineSeconds }}
   activeDeadlineSeconds: {{ . }}
   {{- end }}
-  {{- if kindIs "float64" $r.ttlSecondsAfterFinished }}
+  {{- if not (kindIs "invalid" $r.ttlSecondsAfterFinished) }}
   ttlSecondsAfterFinished: {{ $r.ttlSecondsAfterFinished }}
+  {{- end }}
+  {{- with include "tf-cluster.podFailurePolicy" .root }}
+  podFailurePolicy:
+    {{- . | trim | nindent 4 }}
   {{- end }}
   template:
     {{- include "tf-cluster.pod" . | nindent 4 }}
@@ -49,4 +57,33 @@ spec:
     {{- include "tf-cluster.selectorLabels" (dict "root" .root "component" .role) | nindent 4 }}
   ports:
     - {name: tf, port: {{ .root.Values.port }}, targetPort: tf}
+{{- end }}
+
+{{/*
+The Jobs' podFailurePolicy from `failurePolicy` (TFJob's `restartPolicy: ExitCode`): rules
+apply in order, the first that matches decides. A disruption is not the task's fault; an
+exit code of a fault around the script is counted and retried; any other non-zero exit
+(of any container: the script, fetching the code, installing packages) fails the task's
+index at once. Kubernetes wants the codes sorted: "%03d" sorts them as text.
+*/}}
+{{- define "tf-cluster.podFailurePolicy" -}}
+{{- $f := .Values.failurePolicy -}}
+{{- $codes := list -}}
+{{- range $f.retryExitCodes }}{{ $codes = append $codes (printf "%03d" (int .)) }}{{ end -}}
+{{- $codes = $codes | sortAlpha | uniq -}}
+{{- $sorted := list -}}
+{{- range $codes }}{{ $sorted = append $sorted (atoi .) }}{{ end -}}
+{{- if or $f.ignoreDisruptions (eq $f.mode "exitCode") }}
+rules:
+  {{- if $f.ignoreDisruptions }}
+  - action: Ignore
+    onPodConditions: [{type: DisruptionTarget}]
+  {{- end }}
+  {{- if eq $f.mode "exitCode" }}
+  - action: Count
+    onExitCodes: {operator: In, values: {{ $sorted | toJson }}}
+  - action: FailIndex
+    onExitCodes: {operator: NotIn, values: {{ $sorted | toJson }}}
+  {{- end }}
+{{- end }}
 {{- end }}

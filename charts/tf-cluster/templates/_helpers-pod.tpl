@@ -13,6 +13,11 @@ rendering many pods pass "clusterSpec" (it hashes all values: render it once).
 {{- $name := include "tf-cluster.name" $root -}}
 {{- $clusterSpec := .clusterSpec | default (include "tf-cluster.clusterSpec" $root) -}}
 {{- $image := merge (deepCopy ($r.image | default dict)) $v.image (dict "registry" (include "tf-cluster.imageRegistry" $root)) -}}
+{{- $fetch := and (not $isPS) (eq $v.code.source "url") -}}
+{{- /* Extra packages: for the tasks that run the script, in a directory of the shared data
+volume named by what goes into it (so it is installed once, and reused by later runs). */ -}}
+{{- $packages := and (eq $runs "script") $v.code.packages -}}
+{{- $packagesDir := printf "%s/.tfhelm/packages/%s" $v.storage.data.mountPath (sha256sum (toJson (list $v.code.packages $v.code.pip (include "tf-cluster.image" $image))) | trunc 16) -}}
 metadata:
   labels:
     {{- include "tf-cluster.labels" (dict "root" $root "component" $role) | nindent 4 }}
@@ -55,15 +60,15 @@ spec:
   schedulerName: {{ . | toJson }}
   {{- end }}
   {{- with include "tf-cluster.placement" (dict "root" $root "r" $r) }}{{ . | trim | nindent 2 }}{{ end }}
-  {{- if and (not $isPS) (eq $v.code.source "url") }}
+  {{- if or $fetch $packages }}
   initContainers:
+  {{- end }}
+  {{- if $fetch }}
     - name: fetch-code
       image: {{ include "tf-cluster.image" $image | toJson }}
       imagePullPolicy: {{ $image.pullPolicy | toJson }}
       # Every value JSON-encoded: one value is one argument, whatever it holds.
       command: ["python3", "/etc/tfhelm/fetch.py", {{ $v.code.url | toJson }}, {{ printf "%s/%s" $v.code.mountPath (base $v.code.script) | toJson }}, {{ $v.code.sha256 | toJson }}]
-      # A failed fetch's last line ("fetch URL: HTTP Error 404: Not Found") becomes the
-      # container's termination message: `tfhelm status` and `up --wait` show it.
       terminationMessagePolicy: FallbackToLogsOnError
       securityContext:
         {{- toYaml $v.containerSecurityContext | nindent 8 }}
@@ -73,6 +78,53 @@ spec:
       volumeMounts:
         - {name: tfhelm-config, mountPath: /etc/tfhelm, readOnly: true}
         - {name: code, mountPath: {{ $v.code.mountPath | toJson }}}
+  {{- end }}
+  {{- if $packages }}
+    - name: install-packages
+      image: {{ include "tf-cluster.image" $image | toJson }}
+      imagePullPolicy: {{ $image.pullPolicy | toJson }}
+      command:
+        - python3
+        - /etc/tfhelm/launcher.py
+        - packages
+        - {{ $packagesDir | toJson }}
+        {{- with $v.code.pip.indexUrl }}
+        - --index-url
+        - {{ . | toJson }}
+        {{- end }}
+        {{- with $v.code.pip.findLinks }}
+        {{- if not $v.code.pip.indexUrl }}
+        - --no-index
+        {{- end }}
+        - --find-links
+        - {{ . | toJson }}
+        {{- end }}
+        - "--"
+        {{- range $v.code.packages }}
+        - {{ . | toJson }}
+        {{- end }}
+      terminationMessagePolicy: FallbackToLogsOnError
+      env:
+        - {name: HOME, value: /tmp}
+        - {name: PYTHONUNBUFFERED, value: "1"}
+        - {name: TFHELM_TERMINATION_LOG, value: /dev/termination-log}
+        {{- /* The role's own settings too: PIP_* (a private index, its credentials), proxies. */}}
+        {{- with $r.env }}
+        {{- toYaml . | nindent 8 }}
+        {{- end }}
+      {{- with $r.envFrom }}
+      envFrom:
+        {{- toYaml . | nindent 8 }}
+      {{- end }}
+      securityContext:
+        {{- toYaml $v.containerSecurityContext | nindent 8 }}
+      resources:
+        requests: {cpu: 100m, memory: 128Mi}
+        limits: {memory: 1Gi}
+      volumeMounts:
+        - {name: tfhelm-config, mountPath: /etc/tfhelm, readOnly: true}
+        - {name: tmp, mountPath: /tmp}
+        - {name: data, mountPath: {{ $v.storage.data.mountPath | toJson }}}
   {{- end }}
   containers:
     - name: tensorflow
@@ -105,6 +157,9 @@ spec:
       {{- end }}
       ports:
         - {name: tf, containerPort: {{ $v.port }}}
+      # The launcher writes why a task failed (one line) to /dev/termination-log; a command
+      # that does not says it in its log's last lines.
+      terminationMessagePolicy: FallbackToLogsOnError
       env:
         {{- /* No TF_CONFIG: it lists every task, so every pod would grow with the cluster.
         The launcher composes it from the cluster spec and this task's type and index. */}}
@@ -125,6 +180,16 @@ spec:
         - {name: TFHELM_CHECKPOINT_DIR, value: {{ printf "%s/%s/checkpoints" $v.storage.logs.mountPath $name | toJson }}}
         - {name: HOME, value: /tmp}
         - {name: PYTHONUNBUFFERED, value: "1"}
+        - {name: TFHELM_TERMINATION_LOG, value: /dev/termination-log}
+        - {name: TFHELM_RETRY_ERRORS, value: {{ join "," $v.failurePolicy.retryErrors | toJson }}}
+        {{- with toString $v.keras }}
+        {{- if ne . "auto" }}
+        - {name: TF_USE_LEGACY_KERAS, value: {{ ternary "1" "0" (eq . "2") | quote }}}
+        {{- end }}
+        {{- end }}
+        {{- if $packages }}
+        - {name: PYTHONUSERBASE, value: {{ $packagesDir | toJson }}}
+        {{- end }}
         {{- with $r.env }}
         {{- toYaml . | nindent 8 }}
         {{- end }}

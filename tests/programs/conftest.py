@@ -1,0 +1,30 @@
+"""Fixtures for the `programs` tier: programs written the way users write them (tests/
+programs/scripts/), run on the local cluster's real node through `tfhelm up` and through
+plain `helm install`. The cluster and namespaces are the `realpods` tier's."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.cluster.conftest import api_client, core, external_cluster, kubeconfig, wait_for  # noqa: F401
+from tests.realpods.conftest import namespace, pod_logs, run, volume_dir  # noqa: F401
+from tfhelm import localcluster
+
+HERE = Path(__file__).parent
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if HERE in Path(item.path).parents:
+            item.add_marker(pytest.mark.programs)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def real_node(request, kubeconfig, external_cluster):
+    if not any(HERE in Path(i.path).parents for i in request.session.items):
+        return
+    if not external_cluster and not localcluster.has_real_node():
+        pytest.fail("the local cluster runs without its real node (started with --no-real-node?)",
+                    pytrace=False)

@@ -243,17 +243,14 @@ def _set_frozen(name: str, frozen: bool) -> None:
                   f"cgroup {name} {'frozen' if frozen else 'thawed'}")
 
 
-def memory_bytes(node: Node) -> dict[str, int]:
-    """Memory the node uses now: its own processes (`daemons`) and its pods (`pods`)."""
-    base = CGROUP_ROOT / node.name if _v2() else CGROUP_ROOT / "memory" / node.name
-    usage = "memory.current" if _v2() else "memory.usage_in_bytes"
-
-    def read(d: Path) -> int:
-        try:
-            return int((d / usage).read_text())
-        except (OSError, ValueError):
-            return 0
-    return {"daemons": read(base / DAEMONS), "pods": read(base / "kubepods")}
+def daemon_pids(node: Node) -> list[int]:
+    """The node's own processes (kubelet, containerd and its shims, kube-proxy, CoreDNS,
+    kube-router), not its pods'."""
+    procs = (CGROUP_ROOT if _v2() else CGROUP_ROOT / "memory") / node.name / DAEMONS / "cgroup.procs"
+    try:
+        return [int(p) for p in procs.read_text().split()]
+    except OSError:
+        return []
 
 
 # ---------------------------------------------------------------- configs

@@ -45,6 +45,14 @@ class Nodes:
         """`tfhelm up` / `helm install` options placing a tf-cluster role on one node."""
         return ["--set-json", f"{role}.nodeSelector=" + json.dumps({"kubernetes.io/hostname": node})]
 
+    @staticmethod
+    def spread(role: str, cluster: str) -> list[str]:
+        """Options placing a role's tasks of one cluster on different nodes, one per node."""
+        term = {"labelSelector": {"matchLabels": {"tfhelm.io/cluster": cluster, "app.kubernetes.io/component": role}},
+                "topologyKey": "kubernetes.io/hostname"}
+        return ["--set-json", f"{role}.affinity=" + json.dumps(
+            {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}})]
+
 
 @pytest.fixture(scope="session", autouse=True)
 def nodes(request, kubeconfig, core, external_cluster) -> Nodes | None:
@@ -66,11 +74,6 @@ def nodes(request, kubeconfig, core, external_cluster) -> Nodes | None:
     addresses = {n.metadata.name: next(a.address for a in n.status.addresses if a.type == "InternalIP")
                  for n in real}
     return Nodes(user[0], training[:2], addresses)
-
-
-def node_of(pods) -> dict[str, str]:
-    """Each pod's node, by pod name."""
-    return {p.metadata.name: p.spec.node_name for p in pods}
 
 
 def run(*args: str, code: int = 0, timeout: float = 900, stdin: str | None = None) -> subprocess.CompletedProcess:

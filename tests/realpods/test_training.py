@@ -96,10 +96,13 @@ def test_in_graph_checkpoints_from_the_ps_and_resumes_after_killed_tasks(namespa
     assert where == {"chief": {ps_node}, "ps": {ps_node}, "worker": {worker_node}}, where
 
 
-def test_collective_workers_train_in_lockstep(namespace, core, api_client):
+def test_collective_workers_train_in_lockstep(namespace, core, api_client, nodes):
+    """MultiWorkerMirroredStrategy, one worker on each training node: every step's
+    all-reduce crosses the nodes."""
     batch = client.BatchV1Api(api_client)
     run("tfhelm", "up", "--name", "mw", "-n", namespace, "--workers", "2", "--ps", "0",
-        "--script", "examples/collective.py", *SMALL, "--", "--steps", "40", "--checkpoint-every", "20")
+        "--script", "examples/collective.py", *SMALL, *nodes.spread("worker", "mw"),
+        "--", "--steps", "40", "--checkpoint-every", "20")
     workers = job_of(namespace, "mw", "worker")
     assert wait_for(lambda: job_condition(batch, namespace, workers), 600, interval=2,
                     what="the worker Job to finish") == "Complete", pod_logs(core, namespace, "tfhelm.io/cluster=mw")
@@ -107,14 +110,19 @@ def test_collective_workers_train_in_lockstep(namespace, core, api_client):
     done = [events(metrics(logs_dir, f"worker-{i}"), "done") for i in (0, 1)]
     assert all(done), done
     assert latest_checkpoint_step(logs_dir / "checkpoints") >= 40
+    workers = [p.spec.node_name for p in cluster_pods(core, namespace, "mw")]
+    assert sorted(workers) == sorted(nodes.training), workers
 
 
-def test_a_killed_ps_is_replaced_and_training_resumes_from_its_checkpoint(namespace, core):
-    """Between-graph: the PS pod is deleted mid-training. Its Deployment starts a new one
-    (with empty variables); the workers fail, their Job restarts them, and the chief
-    restores the checkpoint into the new PS; `tfhelm up --wait --reap` then reaps."""
+def test_a_killed_ps_is_replaced_and_training_resumes_from_its_checkpoint(namespace, core, nodes):
+    """Between-graph, the PS and the workers on different nodes: the PS pod is deleted
+    mid-training. Its Deployment starts a new one (with empty variables); the workers
+    fail, their Job restarts them, and the chief restores the checkpoint into the new PS;
+    `tfhelm reap` then reaps."""
+    ps_node, worker_node = nodes.training
     run("tfhelm", "up", "--name", "kp", "-n", namespace, "--workers", "2", "--ps", "1",
         "--script", "examples/ps_between_graph.py", *SMALL, "--set", "worker.backoffLimitPerIndex=3",
+        *nodes.pin("ps", ps_node), *nodes.pin("worker", worker_node),
         "--", "--steps", "3000", "--checkpoint-every", "100")
     logs_dir = volume_dir(core, namespace, "kp-logs") / "kp"
     # (CheckpointSaverHook also saves at the start: wait for one made by training.)

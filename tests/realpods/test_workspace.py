@@ -1,6 +1,8 @@
-"""A user's workspace on the real node: Jupyter answers with its token and refuses without,
-the code written in the notebook is served by the file server to a TF cluster that
-imports a sibling module, checked by its SHA-256, and TensorBoard lists the run."""
+"""A user's workspace on the user node: Jupyter answers with its token and refuses without,
+and its NodePorts answer on the user node's address only; the code written in the notebook
+is served by the file server to a TF cluster on the training nodes that imports a sibling
+module, checked by its SHA-256, and TensorBoard lists the run; the notebook drives an
+in-graph cluster on the training nodes as its chief."""
 
 from __future__ import annotations
 
@@ -18,17 +20,41 @@ from tfhelm import users
 
 from tests.cluster.conftest import job_of
 
-from .conftest import pod_logs, run, wait_for
+from tests.tf.helpers import events, latest_checkpoint_step, metrics
+
+from .conftest import pod_logs, run, volume_dir, wait_for
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
-def get(url: str) -> tuple[int, bytes]:
+def get(url: str, timeout: float = 10) -> tuple[int, bytes]:
     try:
-        with urllib.request.urlopen(url, timeout=10) as resp:
+        with urllib.request.urlopen(url, timeout=timeout) as resp:
             return resp.status, resp.read()
     except urllib.error.HTTPError as e:
         return e.code, e.read()
+
+
+def answers(url: str) -> bool:
+    """True if an HTTP server answers there at all (any status)."""
+    try:
+        get(url, timeout=3)
+        return True
+    except OSError:  # refused, dropped, unreachable
+        return False
+
+
+def notebook_pod(core, ns: str):
+    return core.list_namespaced_pod(ns, label_selector="app.kubernetes.io/component=notebook").items[0]
+
+
+def copy_into_notebook(core, ns: str, *files: str) -> str:
+    """Copy examples into the notebook's work directory, as if written there; returns it."""
+    pod = notebook_pod(core, ns)
+    workdir = next(a.split("=", 1)[1] for a in pod.spec.containers[0].args if a.startswith("--notebook-dir="))
+    for f in files:
+        run("kubectl", "cp", "-n", ns, str(EXAMPLES / f), f"{pod.metadata.name}:{workdir}/{f}")
+    return workdir
 
 
 @pytest.fixture
@@ -39,7 +65,7 @@ def user(kubeconfig):
     run("tfhelm", "user", "remove", name, "--purge")
 
 
-def test_workspace_notebook_files_and_tensorboard(user, core, api_client):
+def test_workspace_notebook_files_and_tensorboard(user, core, api_client, nodes):
     ns = users.user_namespace(user)
     urls = dict(line.split(":", 1) for line in run("tfhelm", "user", "url", user).stdout.splitlines())
     notebook, tensorboard = urls["notebook"].strip(), urls["tensorboard"].strip()
@@ -50,11 +76,18 @@ def test_workspace_notebook_files_and_tensorboard(user, core, api_client):
     assert get(f"{base}/api/status")[0] == 403
     assert get(f"{base}/api/status?token=not-{token}")[0] == 403
 
+    # The workspace runs on the user node, whose address alone answers its NodePorts
+    # (externalTrafficPolicy: Local): the training nodes' do not.
+    workspace = core.list_namespaced_pod(ns, label_selector="app.kubernetes.io/instance=user-env").items
+    assert {p.spec.node_name for p in workspace} == {nodes.user}
+    for component in ("notebook", "tensorboard"):
+        port = core.read_namespaced_service(users.component_name(component), ns).spec.ports[0].node_port
+        assert answers(f"http://{nodes.addresses[nodes.user]}:{port}/"), component
+        for node in nodes.training:
+            assert not answers(f"http://{nodes.addresses[node]}:{port}/"), (component, node)
+
     # The code, as written in the notebook: copied onto the code volume through its pod.
-    pod = core.list_namespaced_pod(ns, label_selector="app.kubernetes.io/component=notebook").items[0]
-    workdir = next(a.split("=", 1)[1] for a in pod.spec.containers[0].args if a.startswith("--notebook-dir="))
-    for f in ("ps_between_graph.py", "tfhelm_example.py"):
-        run("kubectl", "cp", "-n", ns, str(EXAMPLES / f), f"{pod.metadata.name}:{workdir}/{f}")
+    copy_into_notebook(core, ns, "ps_between_graph.py", "tfhelm_example.py")
     sha = hashlib.sha256((EXAMPLES / "ps_between_graph.py").read_bytes()).hexdigest()
 
     # A wrong checksum stops the task before it runs anything.
@@ -82,8 +115,41 @@ def test_workspace_notebook_files_and_tensorboard(user, core, api_client):
     logs = pod_logs(core, ns, "tfhelm.io/cluster=run1,app.kubernetes.io/component=worker")
     assert batch.read_namespaced_job(workers, ns).status.succeeded == 2, logs
     assert all("tfhelm_example.py" in text and f"sha256 {sha}" in text for text in logs.values()), logs
+    trained = core.list_namespaced_pod(ns, label_selector="tfhelm.io/cluster=run1").items
+    assert {p.spec.node_name for p in trained} <= set(nodes.training)  # fetched across nodes
 
     # TensorBoard reads the user's logs volume: the run is there.
     runs = wait_for(lambda: [r for r in json.loads(get(f"{tensorboard.rstrip('/')}/data/runs")[1])
                              if r.startswith("run1")], 120, interval=2, what="TensorBoard to list run1")
     assert runs
+
+
+def test_the_notebook_on_the_user_node_drives_an_in_graph_cluster_on_the_training_nodes(user, core, nodes):
+    """The README's recipe, run in the notebook's own container: an in-graph cluster of
+    servers only (the PS on one training node, the workers on the other), and the notebook
+    as its ParameterServerStrategy chief, with the TF_CONFIG `tfhelm tfconfig --client`
+    gives it from inside the workspace."""
+    ns = users.user_namespace(user)
+    ps_node, worker_node = nodes.training
+    run("tfhelm", "up", "--user", user, "--name", "nb", "--in-graph", "--workers", "2", "--ps", "1",
+        *nodes.pin("ps", ps_node), *nodes.pin("worker", worker_node))
+
+    def serving():  # the servers never finish: wait for them to be up, not for a training
+        pods = core.list_namespaced_pod(ns, label_selector="tfhelm.io/cluster=nb").items
+        return len(pods) == 3 and all(any(c.type == "Ready" and c.status == "True" for c in p.status.conditions or [])
+                                      for p in pods) and pods
+    servers = wait_for(serving, 300, interval=1, what="nb's worker and PS servers")
+    workdir = copy_into_notebook(core, ns, "ps_in_graph.py", "tfhelm_example.py")
+    chief = (
+        'me="$(python -c \'import socket; print(socket.gethostbyname(socket.gethostname()))\'):2222" && '
+        'TF_CONFIG="$(tfhelm tfconfig nb --client "$me")" TFHELM_DATA_DIR=/data/nb TFHELM_LOG_DIR=/log/nb '
+        'python "$1/ps_in_graph.py" --steps 40 --checkpoint-every 20')
+    out = run("kubectl", "exec", "-n", ns, notebook_pod(core, ns).metadata.name, "--",
+              "sh", "-c", chief, "sh", workdir, timeout=600)
+    assert "trained steps 0..40" in out.stdout + out.stderr, out.stdout + out.stderr
+    logs_dir = volume_dir(core, ns, users.claim_name("logs")) / "nb"
+    assert events(metrics(logs_dir, "chief-0"), "done")
+    assert latest_checkpoint_step(logs_dir / "checkpoints") == 40
+    where = {(p.metadata.labels["app.kubernetes.io/component"], p.spec.node_name) for p in servers}
+    assert where == {("ps", ps_node), ("worker", worker_node)}, where
+    assert notebook_pod(core, ns).spec.node_name == nodes.user

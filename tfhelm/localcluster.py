@@ -32,7 +32,7 @@ from pathlib import Path
 
 import yaml
 
-from tfhelm import localimages, localnet, localnode
+from tfhelm import localnet, localnode
 from tfhelm.errors import SpecError, TfhelmError
 
 CLUSTER_NAME = "tfhelm"
@@ -212,7 +212,7 @@ def _is_ours(pid: int) -> bool:
 
 # ---------------------------------------------------------------- cluster objects
 
-def _kwokctl_config(bins: Path, real_nodes: int) -> str:
+def _kwokctl_config(bins: Path, real: int) -> str:
     options = {
         "runtime": "binary",
         "bindAddress": "127.0.0.1",
@@ -220,10 +220,6 @@ def _kwokctl_config(bins: Path, real_nodes: int) -> str:
         "kubeAuthorization": True,  # --authorization-mode=Node,RBAC
         "kubeAdmission": True,      # default admission plugins, PodSecurity included
         "quietPull": True,
-        # kwok's default (5) multiplies the node heartbeats and the controller-manager's
-        # grace period by 5 (200 s before a silent node is NotReady); 1 is the kubelet's own
-        # timing: a lost node is NotReady 40 s after its last heartbeat.
-        "heartbeatFactor": 1,
         "cacheDir": str(_kwok_workdir() / "cache"),
         "kwokControllerBinary": str(bins / "kwok"),
         "etcdBinary": str(bins / "etcd"),
@@ -247,7 +243,11 @@ def _kwokctl_config(bins: Path, real_nodes: int) -> str:
             "extraArgs": [{"key": "enable-hostpath-provisioner", "value": "true"}],
         }],
     }
-    if real_nodes:
+    if real:
+        # kwok's default (5) multiplies the node heartbeats and the controller-manager's
+        # grace period by 5 (200 s before a silent node is NotReady); 1 is the kubelet's own
+        # timing: a lost real node is NotReady 40 s after its last heartbeat.
+        options["heartbeatFactor"] = 1
         options["kubeApiserverCertSANs"] = [localnet.HOST_IP, localnode.KUBERNETES_SERVICE_IP]
         pki = _cluster_dir() / "pki"
         apiserver = {
@@ -272,12 +272,12 @@ def _kwokctl_config(bins: Path, real_nodes: int) -> str:
     return yaml.safe_dump(config, sort_keys=False)
 
 
-def _node(name: str, *, user: bool = False, gpus: int = 0, real_nodes: int = 0) -> dict:
+def _node(name: str, *, user: bool = False, gpus: int = 0, real: int = 0) -> dict:
     labels = {
         "kubernetes.io/hostname": name, "kubernetes.io/os": "linux",
         "kubernetes.io/arch": "amd64", "type": "kwok", NODE_LABEL: "true",
     }
-    taints = [KWOK_TAINT] if real_nodes else []
+    taints = [KWOK_TAINT] if real else []
     if user:
         labels[USER_NODE_LABEL[0]] = USER_NODE_LABEL[1]
         labels["node-role.kubernetes.io/user"] = ""
@@ -300,10 +300,10 @@ def node_names(nodes: int) -> list[str]:
     return [f"{CLUSTER_NAME}-worker-{i}" for i in range(nodes - 1)] + [f"{CLUSTER_NAME}-user"]
 
 
-def _objects(nodes: int, real_nodes: int) -> list[dict]:
+def _objects(nodes: int, real: int) -> list[dict]:
     names = node_names(nodes)
-    objs = [_node(n, gpus=8 if i == 0 else 0, real_nodes=real_nodes) for i, n in enumerate(names[:-1])]
-    objs.append(_node(names[-1], user=True, real_nodes=real_nodes))
+    objs = [_node(n, gpus=8 if i == 0 else 0, real=real) for i, n in enumerate(names[:-1])]
+    objs.append(_node(names[-1], user=True, real=real))
     objs.append({
         "apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
         "metadata": {"name": STORAGE_CLASS,
@@ -315,8 +315,8 @@ def _objects(nodes: int, real_nodes: int) -> list[dict]:
     return objs
 
 
-def _apply_objects(bins: Path, nodes: int, real_nodes: int) -> None:
-    _kubectl(bins, "apply", "-f", "-", input=yaml.safe_dump_all(_objects(nodes, real_nodes)))
+def _apply_objects(bins: Path, nodes: int, real: int) -> None:
+    _kubectl(bins, "apply", "-f", "-", input=yaml.safe_dump_all(_objects(nodes, real)))
     # Drop nodes of an earlier `up` with a larger --nodes.
     current = _kubectl(bins, "get", "nodes", "-l", NODE_LABEL, "-o", "name").stdout.split()
     stale = [n for n in current if n.removeprefix("node/") not in node_names(nodes)]
@@ -424,7 +424,7 @@ def _start_real_nodes(bins: Path, count: int) -> None:
         user = [n.name for n in real_nodes() if n.user]
         # The kubelet may not set node-role.kubernetes.io/* labels itself.
         _kubectl(bins, "label", "--overwrite", "node", *user, "node-role.kubernetes.io/user=")
-    except (localnode.LocalNodeError, localimages.LocalImagesError, localnet.LocalNetError) as e:
+    except localnode.ERRORS as e:
         raise LocalClusterError(str(e)) from e
 
 
@@ -454,7 +454,7 @@ def down() -> None:
             pass  # no binaries: fall through to killing by pid
     try:
         localnode.stop_all(_nodes_dir())
-    except (localnode.LocalNodeError, localnet.LocalNetError) as e:
+    except localnode.ERRORS as e:
         raise LocalClusterError(str(e)) from e
     _mode_file().unlink(missing_ok=True)
     # kwokctl SIGKILLs what its pid files name; make sure nothing survived.
@@ -468,6 +468,13 @@ def down() -> None:
     shutil.rmtree(local_dir() / "bin", ignore_errors=True)
     for f in (kubeconfig_path(), local_dir() / "kwokctl.yaml"):
         f.unlink(missing_ok=True)
+
+
+def leftovers() -> list[str]:
+    """What of a stopped local cluster still exists (nothing, after down())."""
+    found = localnode.leftovers(_nodes_dir())
+    found += [f"process {p.name}" for p in Path("/proc").iterdir() if p.name.isdigit() and _is_ours(int(p.name))]
+    return found + [str(f) for f in (kubeconfig_path(), _kwok_workdir(), _mode_file()) if f.exists()]
 
 
 if __name__ == "__main__":  # `python -m tfhelm.localcluster ...` is `tfhelm cluster ...`

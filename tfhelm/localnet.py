@@ -109,12 +109,15 @@ def plug(n: NodeNet) -> None:
 
 
 def leftovers() -> list[str]:
-    """Namespaces and host interfaces of this layout that exist now."""
+    """Namespaces and host interfaces of this layout that exist now (namespaces first),
+    and host routes to pod ranges."""
     names = [line.split()[0] for line in sh("ip", "netns", "list", check=False).stdout.splitlines() if line.strip()]
     links = [line.split(":")[1].strip().split("@")[0]
              for line in sh("ip", "-o", "link", "show", check=False).stdout.splitlines()]
+    routes = [r for r in sh("ip", "route", "show", check=False).stdout.splitlines()
+              if r.split()[0] != "default" and ipaddress.ip_network(r.split()[0], strict=False).overlaps(POD_NETWORK)]
     return ([n for n in names if n.startswith(NETNS_PREFIX)] +
-            [link for link in links if link.startswith(IF_PREFIX)])
+            [link for link in links if link.startswith(IF_PREFIX)] + [f"route {r}" for r in routes])
 
 
 def teardown() -> None:
@@ -123,6 +126,8 @@ def teardown() -> None:
     for name in leftovers():
         if name.startswith(NETNS_PREFIX):
             sh("ip", "netns", "delete", name, check=False)
+        elif name.startswith("route "):
+            sh("ip", "route", "delete", *name.split()[1:], check=False)
         else:
             sh("ip", "link", "delete", name, check=False)
     left = leftovers()

@@ -68,6 +68,9 @@ class LocalNodeError(TfhelmError):
     """A real node could not be started or stopped."""
 
 
+ERRORS = (LocalNodeError, localnet.LocalNetError, localimages.LocalImagesError)  # what starting and stopping raise
+
+
 @dataclass(frozen=True)
 class Node:
     net: NodeNet
@@ -395,16 +398,13 @@ def _comm(pid: int) -> str:
         return ""
 
 
-def _read_pid(node: Node, name: str) -> int | None:
+def _holder(state: Path) -> int | None:
+    """The pid of the holder of the node with that state directory, if it runs."""
     try:
-        return int((node.pids / f"{name}.pid").read_text())
+        pid = int((state / "pids" / "holder.pid").read_text())
     except (OSError, ValueError):
         return None
-
-
-def _holder(node: Node) -> int | None:
-    pid = _read_pid(node, "holder")
-    return pid if pid and _comm(pid) == "sleep" else None  # else: gone, or the pid reused
+    return pid if _comm(pid) == "sleep" else None  # else: gone, or the pid reused
 
 
 def _ctr(node: Node, bins: Path, holder: int, *args: str, **kw) -> subprocess.CompletedProcess:
@@ -415,7 +415,7 @@ def _ctr(node: Node, bins: Path, holder: int, *args: str, **kw) -> subprocess.Co
 # ---------------------------------------------------------------- one node
 
 def running(node: Node) -> bool:
-    holder = _holder(node)
+    holder = _holder(node.state)
     return bool(holder and node.net.netns.exists() and _inode(f"/proc/{holder}/ns/mnt"))
 
 
@@ -487,8 +487,7 @@ def _state_dirs(state_root: Path) -> list[Path]:
 
 def _alive(state_root: Path) -> bool:
     """True if a node of that state directory still runs."""
-    return any(_comm(int(p.read_text() or 0)) == "sleep" for d in _state_dirs(state_root)
-               if (p := d / "pids" / "holder.pid").is_file())
+    return any(_holder(d) for d in _state_dirs(state_root))
 
 
 def start_all(nodes: list[Node], c: Cluster, state_root: Path) -> None:
@@ -518,9 +517,7 @@ def start_all(nodes: list[Node], c: Cluster, state_root: Path) -> None:
 def _pids(names: list[str], state_root: Path) -> set[int]:
     """Every process of these nodes: in their network or mount namespaces, or their cgroups."""
     spaces = {i for n in names if (i := _inode(str(localnet.NETNS_DIR / n)))}
-    spaces |= {i for d in _state_dirs(state_root)
-               if (pid := _read_pid_file(d / "pids" / "holder.pid")) and _comm(pid) == "sleep"
-               and (i := _inode(f"/proc/{pid}/ns/mnt"))}
+    spaces |= {i for d in _state_dirs(state_root) if (pid := _holder(d)) and (i := _inode(f"/proc/{pid}/ns/mnt"))}
     found = set().union(*(_cgroup_pids(n) for n in names)) if names else set()
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit() or int(proc.name) == os.getpid():
@@ -530,13 +527,6 @@ def _pids(names: list[str], state_root: Path) -> set[int]:
     return found
 
 
-def _read_pid_file(f: Path) -> int | None:
-    try:
-        return int(f.read_text())
-    except (OSError, ValueError):
-        return None
-
-
 def _node_names() -> list[str]:
     """Every node of this layout that has a namespace or a cgroup now (any earlier run's)."""
     names = {n for n in localnet.leftovers() if n.startswith(localnet.NETNS_PREFIX)}
@@ -544,6 +534,27 @@ def _node_names() -> list[str]:
     if hierarchy.is_dir():
         names |= {d.name for d in hierarchy.iterdir() if d.is_dir() and d.name.startswith(localnet.NETNS_PREFIX)}
     return sorted(names)
+
+
+def leftovers(state_root: Path) -> list[str]:
+    """What of the nodes exists now: for stop_all() to leave nothing, and tests to check."""
+    found = localnet.leftovers()
+    found += [str(d) for d in CGROUP_ROOT.glob(f"*/{localnet.NETNS_PREFIX}*")]
+    found += [str(d) for d in CGROUP_ROOT.glob(f"{localnet.NETNS_PREFIX}*")]
+    if _sh("mountpoint", "-q", str(HOSTPATH_PV), check=False).returncode == 0:
+        found.append(f"mount {HOSTPATH_PV}")
+    found += [f"process {p.name}" for p in Path("/proc").iterdir() if p.name.isdigit()
+              and str(state_root) in _cmdline(p)]
+    if state_root.exists():
+        found.append(str(state_root))
+    return found
+
+
+def _cmdline(proc: Path) -> str:
+    try:
+        return (proc / "cmdline").read_bytes().decode(errors="replace")
+    except OSError:
+        return ""
 
 
 def stop_all(state_root: Path) -> None:

@@ -58,7 +58,7 @@ def test_nodes_ready_with_user_node(core, external_cluster):
     def ready(n):
         return any(c.type == "Ready" and c.status == "True" for c in n.status.conditions or [])
     assert nodes and all(ready(n) for n in nodes)
-    if not external_cluster:  # the simulated nodes; the real node is checked below
+    if not external_cluster:  # the simulated nodes; the real ones are checked below
         nodes = [n for n in nodes if (n.metadata.labels or {}).get("type") == "kwok"]
     user = [n for n in nodes if (n.metadata.labels or {}).get("tfhelm.io/node-role") == "user"]
     assert user, "no node labelled tfhelm.io/node-role=user"

@@ -1,4 +1,4 @@
-"""NetworkPolicy is enforced on the real node (kube-router's policy controller): a user's
+"""NetworkPolicy is enforced on the real nodes (kube-router's policy controller): a user's
 pods cannot reach another user's workspace, their own namespace still can, and the
 exposed notebook port still answers from outside the cluster."""
 

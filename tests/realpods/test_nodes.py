@@ -108,6 +108,7 @@ def test_a_training_survives_losing_the_node_of_its_parameter_server(namespace, 
              600, interval=0.5, what="a checkpoint at step 100 or later")
     [old_ps] = ps_pods(core, namespace, "nl")
     assert old_ps.spec.node_name == lose, old_ps.spec.node_name
+    assert pod_cgroups(lose, old_ps.metadata.uid)  # where its containers run, until the end
 
     lost_at = datetime.now(timezone.utc)
     localnode.lose(lost)

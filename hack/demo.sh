@@ -40,10 +40,7 @@ until [ "$(kubectl -n "$ns" get pods -l "$selector" -o jsonpath='{range .items[*
 kubectl -n "$ns" logs -f --prefix --max-log-requests "$workers" -l "$selector" -c tensorflow | grep --line-buffered -E 'loss|session ready|done at|Error' || true
 
 tfhelm reap "$name" -n "$ns" --grace 5
-tfhelm status "$name" -n "$ns"
-echo ">> where each task ran:"
-kubectl -n "$ns" get pods -l "tfhelm.io/cluster=$name" --sort-by=.spec.nodeName \
-  -o custom-columns=TASK:.metadata.labels.app\.kubernetes\.io/component,POD:.metadata.name,NODE:.spec.nodeName
+tfhelm status "$name" -n "$ns"   # its NODE column: the workers ran on both training nodes
 
 echo ">> in-graph from the notebook (user node): 2 worker and 1 PS servers on the training nodes"
 tfhelm down nbig -n "$ns" >/dev/null 2>&1 || true
@@ -53,8 +50,9 @@ kubectl -n "$ns" wait --for=condition=Ready pod -l tfhelm.io/cluster=nbig --time
 kubectl -n "$ns" exec "$notebook" -- sh -c '
   me="$(python -c "import socket; print(socket.gethostbyname(socket.gethostname()))"):2222"
   TF_CONFIG="$(tfhelm tfconfig nbig --client "$me")" TFHELM_DATA_DIR=/data TFHELM_LOG_DIR=/log/nbig \
-    python "$1/ps_in_graph.py" --steps 200 --checkpoint-every 50' sh "$workdir" | grep --line-buffered -E 'step|trained'
-tfhelm down nbig -n "$ns" >/dev/null
+    python "$1/ps_in_graph.py" --steps 200 --checkpoint-every 50 2>&1' sh "$workdir" |
+  grep --line-buffered -E '^(step|trained|Traceback|[A-Za-z]*Error)'
+tfhelm down nbig -n "$ns" >/dev/null 2>&1
 echo
 echo "Trained for real on the local cluster's training nodes. Open the run:"
 tfhelm user url "$user"

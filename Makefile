@@ -61,7 +61,7 @@ test: install helm-docs helm3 testenv node images tf-deps registry ## Every tier
 test-cluster: install testenv node images registry ## The cluster tier against the local control plane
 	$(PYTEST) tests/cluster $(PYTEST_ARGS)
 
-demo: install testenv node images ## The main job, for real: 8 workers and 2 PS train on the local cluster's real node
+demo: install testenv node images ## The main job, for real: 8 workers and 2 PS train on the local cluster's two training nodes
 	hack/demo.sh
 
 clean: ## Stop the local cluster, remove build outputs (the per-user binary cache stays)

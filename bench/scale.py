@@ -226,10 +226,10 @@ class Cluster:
         self.lc = localcluster
         nodes = math.ceil(pods * 1.1 / PODS_PER_NODE) + 2  # + the tainted user node
         self.started = localcluster.status() is None
-        real = not self.started and localcluster.has_real_node()  # never restart someone's node
+        real = 0 if self.started else len(localcluster.real_nodes())  # never restart someone's nodes
         log(f"local cluster: {'starting' if self.started else 'using'} it with {nodes} nodes"
-            f"{' (real node kept)' if real else ''}")
-        info = localcluster.up(nodes=nodes, real_node=real)
+            f"{' (real nodes kept)' if real else ''}")
+        info = localcluster.up(nodes=nodes, real=real)
         self.kubeconfig = str(info.kubeconfig)
         os.environ["KUBECONFIG"] = self.kubeconfig
         self.kubectl = str(localcluster.bin_dir() / "kubectl")

@@ -1,4 +1,4 @@
-# The local cluster's real node (tfhelm/localnode.py): kubelet and kube-proxy come with the
+# The local cluster's real nodes (tfhelm/localnode.py): kubelet and kube-proxy come with the
 # Kubernetes build in mk/testenv.mk; here containerd and CoreDNS from Go modules (cached per
 # version like every binary), kube-router (NetworkPolicy), Debian's runc, CNI plugins,
 # iptables, ipset and bindfs, and the images, built without a registry by
@@ -13,9 +13,9 @@ TENSORBOARD_VERSION := 2.21.0
 TFHELM_VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml)
 
 .PHONY: node node-deps images
-node: node-deps $(addprefix $(BIN)/,$(NODE_BINS)) ## The real node's binaries and host packages (cached)
+node: node-deps $(addprefix $(BIN)/,$(NODE_BINS)) ## The real nodes' binaries and host packages (cached)
 
-node-deps: ## Debian packages the real node needs (installed when missing)
+node-deps: ## Debian packages the real nodes need (installed when missing)
 	@missing=$$(for p in $(NODE_APT); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'ok installed' || echo $$p; done); \
 	if [ -n "$$missing" ]; then echo ">> apt-get install $$missing"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; fi
@@ -30,7 +30,7 @@ $(BIN)/coredns: mk/versions.mk
 	hack/cached-go-install.sh coredns $(COREDNS_VERSION) $(BIN) -- \
 	  go install -trimpath -ldflags "-s -w" github.com/coredns/coredns@$(COREDNS_VERSION)
 
-# NetworkPolicy for the real node: kube-router's policy controller only (routing and
+# NetworkPolicy for the real nodes: kube-router's policy controller only (routing and
 # service proxy off). v2.1.0 is the one version the module proxy here serves, and security
 # flaws are reported for it: it runs for the local test cluster only, on a network that
 # never leaves the machine.

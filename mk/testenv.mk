@@ -57,7 +57,7 @@ $(KWOK_STAGES): mk/versions.mk $(TESTENV)/stages/kustomization.yaml | $(BIN)/kub
 	cache="$(TFHELM_CACHE)/bin/$(KWOK_VERSION)"; \
 	mkdir -p "$$cache"; cp "$$tmp/stages.yaml" "$$cache/kwok-stages.yaml"; mv "$$tmp/stages.yaml" $@
 
-cluster: testenv node images $(VENV)/.installed ## Start the local cluster (a real node, kwok nodes); prints `export KUBECONFIG=...`
+cluster: testenv node images $(VENV)/.installed ## Start the local cluster (three real nodes, kwok nodes); prints `export KUBECONFIG=...`
 	$(TFHELM) cluster up
 
 cluster-down: ## Stop the local cluster; leaves no process behind

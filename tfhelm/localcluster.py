@@ -1,13 +1,14 @@
 """The local Kubernetes used by the cluster tests and the demo.
 (One module, over 400 lines: up() and down() must undo each other step by step, and
-reading them side by side is how that stays true. The real node is in localnode.py.)
+reading them side by side is how that stays true. The real nodes are in localnode.py.)
 
 The real control plane (etcd, kube-apiserver, kube-controller-manager,
 kube-scheduler) runs as local processes started by `kwokctl --runtime binary`,
-with kwok simulating the nodes and the pod lifecycle (see hack/testenv/). Every
-binary is one that `make testenv` built; nothing is downloaded.
+beside up to three real nodes (tfhelm.localnode) and kwok simulating more nodes and
+their pods' lifecycle (see hack/testenv/). Every binary is one that `make testenv`
+built; nothing is downloaded.
 
-    tfhelm cluster up [--nodes N] [--no-real-node] | down | status
+    tfhelm cluster up [--nodes N] [--real-nodes N] | down | status
     (`python -m tfhelm.localcluster ...` runs the same commands)
 
 Where things live:
@@ -31,16 +32,15 @@ from pathlib import Path
 
 import yaml
 
-from tfhelm import localnode
+from tfhelm import localnet, localnode
 from tfhelm.errors import SpecError, TfhelmError
 
 CLUSTER_NAME = "tfhelm"
 REPO_ROOT = Path(__file__).resolve().parent.parent
 # Node placement contract shared with charts/user-env (the "user node").
-USER_NODE_LABEL = ("tfhelm.io/node-role", "user")
-USER_NODE_TAINT = {"key": "tfhelm.io/user-node", "value": "true", "effect": "NoSchedule"}
+USER_NODE_LABEL, USER_NODE_TAINT = localnode.USER_NODE_LABEL, localnode.USER_NODE_TAINT
 NODE_LABEL = "tfhelm.io/local-node"  # marks the kwok nodes this module manages
-# With a real node, kwok nodes carry kwok's own taint: only pods that ask for simulated
+# With real nodes, kwok nodes carry kwok's own taint: only pods that ask for simulated
 # nodes (tolerate it) land there; everything else runs for real.
 KWOK_TAINT = {"key": "kwok.x-k8s.io/node", "value": "fake", "effect": "NoSchedule"}
 # Namespace annotations that send a namespace's pods to the simulated nodes
@@ -118,8 +118,24 @@ def images_archive() -> Path:
     return cache_dir() / "images" / "images.tar"
 
 
-def _node_paths() -> localnode.Paths:
-    return localnode.Paths(state=local_dir() / "node", containerd=cache_dir() / "containerd")
+def _nodes_dir() -> Path:
+    return local_dir() / "nodes"
+
+
+def real_nodes() -> list[localnode.Node]:
+    """The real nodes the running local cluster was started with (none: kwok only)."""
+    try:
+        count = int(_mode_file().read_text())
+    except (OSError, ValueError):
+        return []
+    return localnode.layout(count, _nodes_dir(), cache_dir() / "containerd-nodes") if count else []
+
+
+def real_node(name: str) -> localnode.Node:
+    found = [n for n in real_nodes() if n.name == name]
+    if not found:
+        raise LocalClusterError(f"no real node {name} in the local cluster")
+    return found[0]
 
 
 def bin_dir() -> Path:
@@ -199,7 +215,7 @@ def _is_ours(pid: int) -> bool:
 
 # ---------------------------------------------------------------- cluster objects
 
-def _kwokctl_config(bins: Path, real_node: bool) -> str:
+def _kwokctl_config(bins: Path, real: int) -> str:
     options = {
         "runtime": "binary",
         "bindAddress": "127.0.0.1",
@@ -230,21 +246,25 @@ def _kwokctl_config(bins: Path, real_node: bool) -> str:
             "extraArgs": [{"key": "enable-hostpath-provisioner", "value": "true"}],
         }],
     }
-    if real_node:
-        options["kubeApiserverCertSANs"] = [localnode.HOST_IP, localnode.KUBERNETES_SERVICE_IP]
+    if real:
+        # kwok's default (5) multiplies the node heartbeats and the controller-manager's
+        # grace period by 5 (200 s before a silent node is NotReady); 1 is the kubelet's own
+        # timing: a lost real node is NotReady 40 s after its last heartbeat.
+        options["heartbeatFactor"] = 1
+        options["kubeApiserverCertSANs"] = [localnet.HOST_IP, localnode.KUBERNETES_SERVICE_IP]
         pki = _cluster_dir() / "pki"
         apiserver = {
-            # Also on the host end of the node's veth: the kubelet, kube-proxy, CoreDNS and
+            # Also on the host's bridge to the nodes: kubelets, kube-proxies, CoreDNS and
             # pods (through the `kubernetes` Service) reach the API server there.
             "bind-address": "0.0.0.0",
-            "advertise-address": localnode.HOST_IP,
+            "advertise-address": localnet.HOST_IP,
             "service-cluster-ip-range": localnode.SERVICE_CIDR,
             "kubelet-preferred-address-types": "InternalIP",
             "kubelet-client-certificate": str(pki / "admin.crt"),
             "kubelet-client-key": str(pki / "admin.key"),
             "enable-admission-plugins": f"PodNodeSelector,PodTolerationRestriction,{DENY_EXTERNAL_IPS}",
         }
-        kwok = {  # kwok must leave the real node alone
+        kwok = {  # kwok must leave the real nodes alone
             "manage-all-nodes": "false",
             "manage-nodes-with-annotation-selector": "kwok.x-k8s.io/node=fake",
         }
@@ -258,12 +278,12 @@ def _kwokctl_config(bins: Path, real_node: bool) -> str:
     return yaml.safe_dump(config, sort_keys=False)
 
 
-def _node(name: str, *, user: bool = False, gpus: int = 0, real_node: bool = False) -> dict:
+def _node(name: str, *, user: bool = False, gpus: int = 0, real: int = 0) -> dict:
     labels = {
         "kubernetes.io/hostname": name, "kubernetes.io/os": "linux",
         "kubernetes.io/arch": "amd64", "type": "kwok", NODE_LABEL: "true",
     }
-    taints = [KWOK_TAINT] if real_node else []
+    taints = [KWOK_TAINT] if real else []
     if user:
         labels[USER_NODE_LABEL[0]] = USER_NODE_LABEL[1]
         labels["node-role.kubernetes.io/user"] = ""
@@ -286,10 +306,10 @@ def node_names(nodes: int) -> list[str]:
     return [f"{CLUSTER_NAME}-worker-{i}" for i in range(nodes - 1)] + [f"{CLUSTER_NAME}-user"]
 
 
-def _objects(nodes: int, real_node: bool) -> list[dict]:
+def _objects(nodes: int, real: int) -> list[dict]:
     names = node_names(nodes)
-    objs = [_node(n, gpus=8 if i == 0 else 0, real_node=real_node) for i, n in enumerate(names[:-1])]
-    objs.append(_node(names[-1], user=True, real_node=real_node))
+    objs = [_node(n, gpus=8 if i == 0 else 0, real=real) for i, n in enumerate(names[:-1])]
+    objs.append(_node(names[-1], user=True, real=real))
     objs.append({
         "apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
         "metadata": {"name": STORAGE_CLASS,
@@ -301,8 +321,8 @@ def _objects(nodes: int, real_node: bool) -> list[dict]:
     return objs
 
 
-def _apply_objects(bins: Path, nodes: int, real_node: bool) -> None:
-    _kubectl(bins, "apply", "-f", "-", input=yaml.safe_dump_all(_objects(nodes, real_node)))
+def _apply_objects(bins: Path, nodes: int, real: int) -> None:
+    _kubectl(bins, "apply", "-f", "-", input=yaml.safe_dump_all(_objects(nodes, real)))
     # Drop nodes of an earlier `up` with a larger --nodes.
     current = _kubectl(bins, "get", "nodes", "-l", NODE_LABEL, "-o", "name").stdout.split()
     stale = [n for n in current if n.removeprefix("node/") not in node_names(nodes)]
@@ -346,67 +366,71 @@ def status() -> ClusterInfo | None:
 
 
 def _mode_file() -> Path:
-    return local_dir() / "real-node"
+    return local_dir() / "real-nodes"  # how many real nodes the running cluster has
 
 
-def has_real_node() -> bool:
-    """True if the running local cluster was started with its real node."""
-    return _mode_file().is_file()
-
-
-def up(nodes: int = 3, real_node: bool = True) -> ClusterInfo:
-    """Start the local cluster (idempotent): a real node (see tfhelm.localnode) unless
-    real_node is False, and `nodes` simulated kwok nodes.
+def up(nodes: int = 3, real: int = localnode.MAX_NODES) -> ClusterInfo:
+    """Start the local cluster (idempotent): `real` real nodes (0 to 3, see
+    tfhelm.localnode: the user node, then training nodes) and `nodes` simulated kwok nodes.
 
     nodes-1 plain kwok workers (the first advertises nvidia.com/gpu: 8) and one user
-    node labelled tfhelm.io/node-role=user and tainted tfhelm.io/user-node=true. With a
-    real node, kwok nodes are tainted (KWOK_TAINT): pods run for real unless their
+    node labelled tfhelm.io/node-role=user and tainted tfhelm.io/user-node=true. With
+    real nodes, kwok nodes are tainted (KWOK_TAINT): pods run for real unless their
     namespace asks for simulated nodes (SIMULATED_NAMESPACE_ANNOTATIONS).
     """
     if nodes < 2:
         raise SpecError("nodes", f"{nodes} is too few", "use at least 2: a worker and the user node")
+    if not 0 <= real <= localnode.MAX_NODES:
+        raise SpecError("--real-nodes", f"{real} is not between 0 and {localnode.MAX_NODES}",
+                        "use 3 (the user node and two training nodes), 2, 1 (one node runs everything) or 0 (kwok only)")
     bins = bin_dir()
-    if real_node and not images_archive().is_file():
+    if real and not images_archive().is_file():
         raise LocalClusterError(f"no local images at {images_archive()}; run `make images`")
     running = status()
-    if running is not None and (has_real_node() != real_node
-                                or (real_node and not localnode.running(_node_paths()))):
-        down()  # started in the other mode, or its node died: start over
+    if running is not None and (len(real_nodes()) != real
+                                or not all(localnode.running(n) for n in real_nodes())):
+        down()  # started with other nodes, or one of its nodes died: start over
         running = None
     if running is None:
-        if _cluster_dir().is_dir() or localnode.running(_node_paths()):
+        if _cluster_dir().is_dir() or any(localnode.running(n) for n in real_nodes()):
             # Left from an earlier run (e.g. killed processes, a reboot): the
             # local cluster holds nothing worth keeping, so start over.
             down()
         local_dir().mkdir(parents=True, exist_ok=True)
         config = local_dir() / "kwokctl.yaml"
-        config.write_text(_kwokctl_config(bins, real_node))
+        config.write_text(_kwokctl_config(bins, real))
         _run([str(bins / "kwokctl"), "--name", CLUSTER_NAME,
               "--config", str(bins / "kwok-stages.yaml"), "--config", str(config),
               "create", "cluster", "--runtime", "binary",
               "--kubeconfig", str(kubeconfig_path()), "--wait", "2m"], bins, timeout=240)
         _kubectl(bins, "config", "use-context", f"kwok-{CLUSTER_NAME}")
-        if real_node:
-            _start_real_node(bins)
-    _apply_objects(bins, nodes, real_node)
+        if real:
+            _start_real_nodes(bins, real)
+    _apply_objects(bins, nodes, real)
     _wait_schedulable(bins, NODE_LABEL)
-    if real_node:
-        _kubectl(bins, "wait", "--for=condition=Ready", f"node/{localnode.NAME}", "--timeout=120s", timeout=130)
-        _wait_schedulable(bins, "tfhelm.io/real-node=true")
+    if real:
+        selector = "=".join(localnode.REAL_NODE_LABEL)
+        _kubectl(bins, "wait", "--for=condition=Ready", "node", "-l", selector, "--timeout=120s", timeout=130)
+        _wait_schedulable(bins, selector)
     info = status()
     if info is None:
         raise LocalClusterError(f"local cluster did not come up; logs in {_cluster_dir() / 'logs'}")
     return info
 
 
-def _start_real_node(bins: Path) -> None:
+def _start_real_nodes(bins: Path, count: int) -> None:
     server = yaml.safe_load(kubeconfig_path().read_text())["clusters"][0]["cluster"]["server"]
-    port = int(server.rsplit(":", 1)[1])
-    _mode_file().write_text(localnode.NAME)
+    _mode_file().write_text(str(count))
+    cluster = localnode.Cluster(
+        bins=bins, apiserver_port=int(server.rsplit(":", 1)[1]), pki=_cluster_dir() / "pki",
+        images=images_archive(), template=cache_dir() / "containerd-images",
+        kubectl=lambda *args, check=True: _kubectl(bins, *args, check=check))
     try:
-        localnode.start(_node_paths(), bins, port, _cluster_dir() / "pki", images_archive(),
-                        lambda *args, check=True: _kubectl(bins, *args, check=check))
-    except localnode.LocalNodeError as e:
+        localnode.start_all(real_nodes(), cluster, _nodes_dir())
+        user = [n.name for n in real_nodes() if n.user]
+        # The kubelet may not set node-role.kubernetes.io/* labels itself.
+        _kubectl(bins, "label", "--overwrite", "node", *user, "node-role.kubernetes.io/user=")
+    except localnode.ERRORS as e:
         raise LocalClusterError(str(e)) from e
 
 
@@ -434,7 +458,10 @@ def down() -> None:
                   "--kubeconfig", str(kubeconfig_path())], bins, check=False, timeout=120)
         except LocalClusterError:
             pass  # no binaries: fall through to killing by pid
-    localnode.stop(_node_paths())
+    try:
+        localnode.stop_all(_nodes_dir())
+    except localnode.ERRORS as e:
+        raise LocalClusterError(str(e)) from e
     _mode_file().unlink(missing_ok=True)
     # kwokctl SIGKILLs what its pid files name; make sure nothing survived.
     for pid in pids:
@@ -447,6 +474,13 @@ def down() -> None:
     shutil.rmtree(local_dir() / "bin", ignore_errors=True)
     for f in (kubeconfig_path(), local_dir() / "kwokctl.yaml"):
         f.unlink(missing_ok=True)
+
+
+def leftovers() -> list[str]:
+    """What of a stopped local cluster still exists (nothing, after down())."""
+    found = localnode.leftovers(_nodes_dir())
+    found += [f"process {p.name}" for p in Path("/proc").iterdir() if p.name.isdigit() and _is_ours(int(p.name))]
+    return found + [str(f) for f in (kubeconfig_path(), _kwok_workdir(), _mode_file()) if f.exists()]
 
 
 if __name__ == "__main__":  # `python -m tfhelm.localcluster ...` is `tfhelm cluster ...`

@@ -1,19 +1,21 @@
-"""The local cluster's real node: pods that really run.
-(One module, over 400 lines: start() and stop() mirror each other - namespaces, mounts,
+"""The local cluster's real nodes: pods that really run, on up to three machines' worth of nodes.
+(One module, over 400 lines: start_all() and stop_all() mirror each other - namespaces, mounts,
 cgroups, processes - and stay correct only when read together.)
 
-kubelet and kube-proxy (the pinned Kubernetes), containerd 2 with Debian's runc and CNI
-plugins, and CoreDNS run as host processes, with kube-router's network policy controller enforcing
-NetworkPolicy (iptables and ipsets; its routing and service proxy are off), inside a network namespace made for the node
-(no default route: nothing leaves the machine) and a private mount namespace (their
-/run, /var/lib and /var/log are the node's own), under a cgroup of their own. The host
-reaches the node over a veth pair; the API server listens on the host end too, so the
-node, and pods through the `kubernetes` Service, reach it. Images come from the archive
-hack/images/build.py makes; nothing is pulled. stop() leaves no process, mount,
-namespace or cgroup behind.
+Each node is what a machine runs: kubelet and kube-proxy (the pinned Kubernetes), containerd 2
+with Debian's runc and CNI plugins (bridge, host-local, portmap), CoreDNS, and kube-router's
+network policy controller enforcing NetworkPolicy (iptables and ipsets; its routing and
+service proxy are off). A node's processes live in a network namespace of its own (see
+localnet.py: the nodes share a bridge on the host and route each other's pod ranges), a
+private mount namespace (their /run, /var/lib and /var/log are the node's own) and a cgroup of
+their own (`/<node>/daemons`, beside the kubelet's `/<node>/kubepods`), which is what lets
+lose() freeze a whole node at once. Images come from localimages.py; nothing is pulled.
+stop_all() leaves no process, mount, namespace, interface, route or cgroup behind.
 
-      host 10.231.0.1 ──veth── 10.231.0.2 node (netns tfhelm-node)
-                                   └─ bridge cni0 10.232.0.1/24 ── pods
+The layout (layout()): `tfhelm-node-user`, the user node (label tfhelm.io/node-role=user,
+taint tfhelm.io/user-node=true:NoSchedule: workspaces run there, training pods never do), and
+the training nodes `tfhelm-node-train1`, `tfhelm-node-train2`. A single node is the user node
+without the taint, so it runs everything.
 """
 
 from __future__ import annotations
@@ -24,48 +26,70 @@ import shutil
 import signal
 import subprocess
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 import yaml
 
+from tfhelm import localimages, localnet
 from tfhelm.errors import TfhelmError
+from tfhelm.localnet import HOST_IP, NodeNet
 
-NAME = "tfhelm-node"  # node name, network namespace and cgroup
-NETNS_PATH = Path("/run/netns") / NAME
-HOST_IF, NODE_IF = "tfh-host", "tfh-node"
-HOST_IP, NODE_IP = "10.231.0.1", "10.231.0.2"
-POD_CIDR, POD_GATEWAY = "10.232.0.0/24", "10.232.0.1"
+USER_NODE, TRAINING_NODES = "tfhelm-node-user", ("tfhelm-node-train1", "tfhelm-node-train2")
+MAX_NODES = 1 + len(TRAINING_NODES)
+# Node placement contract shared with charts/user-env (the "user node").
+USER_NODE_LABEL = ("tfhelm.io/node-role", "user")
+USER_NODE_TAINT = {"key": "tfhelm.io/user-node", "value": "true", "effect": "NoSchedule"}
+ROLE_LABEL = USER_NODE_LABEL[0]
+REAL_NODE_LABEL = ("tfhelm.io/real-node", "true")
 SERVICE_CIDR, KUBERNETES_SERVICE_IP = "10.96.0.0/16", "10.96.0.1"
 CLUSTER_DOMAIN = "cluster.local"
 SANDBOX_IMAGE = "tfhelm/pause:local"
-LABELS = {"tfhelm.io/real-node": "true",
-          # The only real node is also the user node (charts/user-env places workspaces
-          # there); the tainted user node for scheduling tests is a kwok node.
-          "tfhelm.io/node-role": "user"}
-# What the node needs on the host besides the binaries `make node` builds.
-HOST_TOOLS = ("runc", "iptables", "ip", "nsenter", "unshare", "mount", "conntrack", "bindfs", "ipset")
+# What the nodes need on the host besides the binaries `make node` builds.
+HOST_TOOLS = ("runc", "iptables", "ip", "nsenter", "unshare", "mount", "conntrack", "bindfs", "ipset", "cp")
 # Where kube-controller-manager's host-path provisioner makes volumes (fixed in Kubernetes).
 HOSTPATH_PV = Path("/tmp/hostpath_pv")
 CNI_DIRS = (Path("/usr/lib/cni"), Path("/opt/cni/bin"))
 NODE_BINARIES = ("kubelet", "kube-proxy", "containerd", "containerd-shim-runc-v2", "ctr", "coredns",
                  "kube-router")
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+DAEMONS = "daemons"  # the node's own processes, in /<node>/daemons
 
 
-# The network namespace, cgroup and veth names are machine-wide: one real node per
-# machine. This file names the state directory of the clone that runs it, so another
-# clone's `down` never stops it.
+# The namespace, cgroup and interface names are machine-wide: one local cluster's nodes per
+# machine. This file names the state directory of the clone that runs them, so another
+# clone's `down` never stops them.
 OWNER_FILE = Path("/run/tfhelm-node.owner")
 
 
 class LocalNodeError(TfhelmError):
-    """The real node could not be started or stopped."""
+    """A real node could not be started or stopped."""
+
+
+ERRORS = (LocalNodeError, localnet.LocalNetError, localimages.LocalImagesError)  # what starting and stopping raise
 
 
 @dataclass(frozen=True)
-class Paths:
-    state: Path      # per run: configs, logs, kubelet and CNI state (removed by stop)
-    containerd: Path  # kept across runs: image content and snapshots (the images' cache)
+class Node:
+    net: NodeNet
+    user: bool       # the user node (workspaces); tainted unless it is the only node
+    training: bool   # training pods run here
+    state: Path      # per run: configs, logs, kubelet and CNI state (removed by stop_all)
+    store: Path      # containerd's root, kept across runs (a copy of the image template)
+
+    @property
+    def name(self) -> str:
+        return self.net.name
+
+    @property
+    def labels(self) -> dict[str, str]:
+        return {REAL_NODE_LABEL[0]: REAL_NODE_LABEL[1], ROLE_LABEL: "user" if self.user else "training"}
+
+    @property
+    def taints(self) -> list[dict]:
+        return [USER_NODE_TAINT] if self.user and not self.training else []
 
     @property
     def logs(self) -> Path:
@@ -80,11 +104,31 @@ class Paths:
         return self.state / "run" / "containerd.sock"
 
 
-# ---------------------------------------------------------------- shell helpers
+@dataclass(frozen=True)
+class Cluster:
+    """What the nodes need of the control plane and the build."""
 
-def _sh(*args: str, check: bool = True, netns: bool = False, **kw) -> subprocess.CompletedProcess:
-    cmd = (["nsenter", f"--net={NETNS_PATH}", "--"] if netns else []) + list(args)
-    proc = subprocess.run(cmd, capture_output=True, text=True, **kw)
+    bins: Path
+    apiserver_port: int
+    pki: Path
+    images: Path       # the archive of hack/images/build.py
+    template: Path     # the image store every node's store copies
+    kubectl: Callable  # kubectl(*args, check=True) against the cluster, from the host
+
+
+def layout(count: int, state_root: Path, store_root: Path) -> list[Node]:
+    """The nodes of a cluster with `count` real nodes (1 to MAX_NODES)."""
+    if not 1 <= count <= MAX_NODES:
+        raise LocalNodeError(f"{count} real nodes: the local cluster runs 1 to {MAX_NODES}")
+    names = [USER_NODE, *TRAINING_NODES[:count - 1]]
+    return [Node(NodeNet(name, i), user=i == 0, training=i > 0 or count == 1,
+                 state=state_root / name, store=store_root / name) for i, name in enumerate(names)]
+
+
+# ---------------------------------------------------------------- helpers
+
+def _sh(*args: str, check: bool = True, **kw) -> subprocess.CompletedProcess:
+    proc = subprocess.run(list(args), capture_output=True, text=True, **kw)
     if check and proc.returncode != 0:
         raise LocalNodeError(f"{' '.join(args)}: {(proc.stderr or proc.stdout).strip()}")
     return proc
@@ -104,34 +148,26 @@ def missing_host_tools() -> list[str]:
     return missing
 
 
-# ---------------------------------------------------------------- network
-
-def _setup_network() -> None:
-    NETNS_PATH.parent.mkdir(parents=True, exist_ok=True)
-    _sh("ip", "netns", "add", NAME)
-    _sh("ip", "link", "add", HOST_IF, "type", "veth", "peer", "name", NODE_IF, "netns", NAME)
-    _sh("ip", "addr", "add", f"{HOST_IP}/30", "dev", HOST_IF)
-    _sh("ip", "link", "set", HOST_IF, "up")
-    # Replies to pods (e.g. the API server answering the reaper) go back through the node.
-    _sh("ip", "route", "add", POD_CIDR, "via", NODE_IP, "dev", HOST_IF)
-    for cmd in (["ip", "link", "set", "lo", "up"],
-                ["ip", "addr", "add", f"{NODE_IP}/30", "dev", NODE_IF],
-                ["ip", "link", "set", NODE_IF, "up"],
-                ["sysctl", "-qw", "net.ipv4.ip_forward=1"],
-                ["sysctl", "-qw", "net.ipv4.conf.all.route_localnet=1"]):
-        _sh(*cmd, netns=True)
-    # kube-proxy's rules must see traffic between pods on the bridge (Service hairpin).
-    _sh("sysctl", "-qw", "net.bridge.bridge-nf-call-iptables=1", netns=True, check=False)
+def _wait_for(check, timeout: float, what: str, log: Path | None = None):
+    deadline = time.monotonic() + timeout
+    while True:
+        result = check()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            hint = f"; see {log}" if log else ""
+            raise LocalNodeError(f"timed out after {timeout:.0f}s waiting for {what}{hint}")
+        time.sleep(0.2)
 
 
 # ---------------------------------------------------------------- volumes
 
-def _mount_volumes(p: Paths) -> None:
+def _mount_volumes(backing: Path) -> None:
     """The host-path provisioner makes root-owned 0750 directories, which pods running as
     a non-root user cannot write (the kubelet applies no fsGroup to host paths). Serve
     them through bindfs, writable by every user and files owned by their creator, as
-    kind's local-path volumes (0777) are."""
-    backing = p.state / "volumes"
+    kind's local-path volumes (0777) are. Every node sees the same directories, as nodes
+    see a network filesystem."""
     backing.mkdir(parents=True, exist_ok=True)
     HOSTPATH_PV.mkdir(parents=True, exist_ok=True)
     # nonempty: kwok-only clusters of other clones may have made (unused) directories there.
@@ -145,34 +181,37 @@ def _unmount_volumes() -> None:
 
 # ---------------------------------------------------------------- cgroups
 
-def _cgroup_dirs() -> list[Path]:
-    """The node's cgroup in every hierarchy (cgroup v1: one per controller)."""
-    root = Path("/sys/fs/cgroup")
-    if (root / "cgroup.controllers").is_file():  # v2
-        return [root / NAME]
-    return [d / NAME for d in root.iterdir()
+def _v2() -> bool:
+    return (CGROUP_ROOT / "cgroup.controllers").is_file()
+
+
+def _cgroup_dirs(name: str) -> list[Path]:
+    """A node's cgroup in every hierarchy (cgroup v1: one per controller)."""
+    if _v2():
+        return [CGROUP_ROOT / name]
+    return [d / name for d in CGROUP_ROOT.iterdir()
             if d.is_dir() and not d.is_symlink() and (d / "cgroup.procs").is_file()]
 
 
-def _make_cgroups() -> None:
-    root = Path("/sys/fs/cgroup")
-    v2 = (root / "cgroup.controllers").is_file()
+def _make_cgroups(name: str) -> None:
+    v2 = _v2()
     if v2:  # the controllers the kubelet needs, delegated down to the node's cgroup
-        wanted = set((root / "cgroup.controllers").read_text().split()) & {"cpu", "cpuset", "memory", "pids", "io"}
+        wanted = set((CGROUP_ROOT / "cgroup.controllers").read_text().split()) & {"cpu", "cpuset", "memory", "pids", "io"}
         enable = " ".join(f"+{c}" for c in sorted(wanted))
-        (root / "cgroup.subtree_control").write_text(enable)
-    for d in _cgroup_dirs():
-        d.mkdir(exist_ok=True)
-        if d.parent.name == "cpuset":  # v1 cpuset children start empty: inherit the parent's
-            for f in ("cpuset.cpus", "cpuset.mems"):
-                (d / f).write_text((d.parent / f).read_text())
+        (CGROUP_ROOT / "cgroup.subtree_control").write_text(enable)
+    for d in _cgroup_dirs(name):
+        for sub in (d, d / DAEMONS):
+            sub.mkdir(exist_ok=True)
+            if d.parent.name == "cpuset":  # v1 cpuset children start empty: inherit the parent's
+                for f in ("cpuset.cpus", "cpuset.mems"):
+                    (sub / f).write_text((sub.parent / f).read_text())
     if v2:
-        (root / NAME / "cgroup.subtree_control").write_text(enable)
+        (CGROUP_ROOT / name / "cgroup.subtree_control").write_text(enable)
 
 
-def _cgroup_pids() -> set[int]:
+def _cgroup_pids(name: str) -> set[int]:
     pids: set[int] = set()
-    for d in _cgroup_dirs():
+    for d in _cgroup_dirs(name):
         for procs in d.rglob("cgroup.procs") if d.is_dir() else ():
             try:
                 pids.update(int(p) for p in procs.read_text().split())
@@ -181,12 +220,40 @@ def _cgroup_pids() -> set[int]:
     return pids
 
 
-def _remove_cgroups() -> None:
-    for d in _cgroup_dirs():
+def _remove_cgroups(name: str) -> None:
+    for d in _cgroup_dirs(name):
         if d.is_dir():
             for sub in sorted((p for p in d.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)):
                 sub.rmdir()
             d.rmdir()
+
+
+def _freezer(name: str) -> Path:
+    return CGROUP_ROOT / name / "cgroup.freeze" if _v2() else CGROUP_ROOT / "freezer" / name / "freezer.state"
+
+
+def _set_frozen(name: str, frozen: bool) -> None:
+    f = _freezer(name)
+    if not f.exists():
+        return
+    if _v2():
+        f.write_text("1" if frozen else "0")
+        events = f.with_name("cgroup.events")
+        _wait_for(lambda: f"frozen {int(frozen)}" in events.read_text(), 30, f"cgroup {name} frozen={frozen}")
+    else:
+        f.write_text("FROZEN" if frozen else "THAWED")
+        _wait_for(lambda: f.read_text().strip() == ("FROZEN" if frozen else "THAWED"), 30,
+                  f"cgroup {name} {'frozen' if frozen else 'thawed'}")
+
+
+def daemon_pids(node: Node) -> list[int]:
+    """The node's own processes (kubelet, containerd and its shims, kube-proxy, CoreDNS,
+    kube-router), not its pods'."""
+    procs = (CGROUP_ROOT if _v2() else CGROUP_ROOT / "memory") / node.name / DAEMONS / "cgroup.procs"
+    try:
+        return [int(p) for p in procs.read_text().split()]
+    except OSError:
+        return []
 
 
 # ---------------------------------------------------------------- configs
@@ -202,12 +269,12 @@ def _kubeconfig(server: str, pki: Path) -> str:
     })
 
 
-def _containerd_config(p: Paths, bins: Path) -> str:
+def containerd_config(root: str, state: str, socket: str, cni_conf_dir: str) -> str:
     return f"""version = 3
-root = "{p.containerd}"
-state = "{p.state / 'run' / 'containerd-state'}"
+root = "{root}"
+state = "{state}"
 [grpc]
-  address = "{p.socket}"
+  address = "{socket}"
 [plugins.'io.containerd.cri.v1.images'.pinned_images]
   sandbox = "{SANDBOX_IMAGE}"
 [plugins.'io.containerd.cri.v1.runtime']
@@ -217,7 +284,7 @@ state = "{p.state / 'run' / 'containerd-state'}"
   netns_mounts_under_state_dir = true
 [plugins.'io.containerd.cri.v1.runtime'.cni]
   bin_dirs = [{", ".join(f'"{d}"' for d in CNI_DIRS)}]
-  conf_dir = "{p.state / 'cni' / 'net.d'}"
+  conf_dir = "{cni_conf_dir}"
 [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc]
   runtime_type = "io.containerd.runc.v2"
 [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]
@@ -226,31 +293,33 @@ state = "{p.state / 'run' / 'containerd-state'}"
 """
 
 
-def _cni_config(p: Paths) -> str:
+def _cni_config(node: Node) -> str:
     return json.dumps({
         "cniVersion": "1.0.0", "name": "tfhelm",
         "plugins": [
             {"type": "bridge", "bridge": "cni0", "isGateway": True, "ipMasq": False, "hairpinMode": True,
-             "ipam": {"type": "host-local", "ranges": [[{"subnet": POD_CIDR, "gateway": POD_GATEWAY}]],
-                      "routes": [{"dst": "0.0.0.0/0"}], "dataDir": str(p.state / "cni" / "ipam")}},
+             "ipam": {"type": "host-local", "ranges": [[{"subnet": node.net.pod_cidr, "gateway": node.net.pod_gateway}]],
+                      "routes": [{"dst": "0.0.0.0/0"}], "dataDir": str(node.state / "cni" / "ipam")}},
             {"type": "portmap", "capabilities": {"portMappings": True}},
         ],
     }, indent=1)
 
 
-def _kubelet_config(p: Paths, pki: Path) -> str:
+def _kubelet_config(node: Node, pki: Path) -> str:
     return yaml.safe_dump({
         "apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration",
-        "address": NODE_IP, "readOnlyPort": 0, "healthzBindAddress": "127.0.0.1",
+        "address": node.net.ip, "readOnlyPort": 0, "healthzBindAddress": "127.0.0.1",
         "authentication": {"anonymous": {"enabled": False}, "webhook": {"enabled": True},
                            "x509": {"clientCAFile": str(pki / "ca.crt")}},
         "authorization": {"mode": "Webhook"},
-        "cgroupDriver": "cgroupfs", "cgroupRoot": f"/{NAME}", "failCgroupV1": False,
+        "cgroupDriver": "cgroupfs", "cgroupRoot": f"/{node.name}", "failCgroupV1": False,
         "failSwapOn": False,
-        "containerRuntimeEndpoint": f"unix://{p.socket}",
-        "clusterDNS": [NODE_IP], "clusterDomain": CLUSTER_DOMAIN,
-        "resolvConf": str(p.state / "resolv.conf"),
-        "podLogsDir": str(p.state / "pods-logs"),
+        "containerRuntimeEndpoint": f"unix://{node.socket}",
+        # Each node's own CoreDNS, as NodeLocal DNSCache serves a node's pods.
+        "clusterDNS": [node.net.ip], "clusterDomain": CLUSTER_DOMAIN,
+        "resolvConf": str(node.state / "resolv.conf"),
+        "podLogsDir": str(node.state / "pods-logs"),
+        "registerWithTaints": node.taints,  # tainted from its first moment: nothing slips on
         "evictionHard": {"memory.available": "200Mi", "nodefs.available": "2%",
                          "imagefs.available": "2%", "nodefs.inodesFree": "1%"},
         "imageGCHighThresholdPercent": 99, "imageGCLowThresholdPercent": 98,
@@ -260,12 +329,12 @@ def _kubelet_config(p: Paths, pki: Path) -> str:
     })
 
 
-def _kube_proxy_config(kubeconfig: Path) -> str:
+def _kube_proxy_config(node: Node, kubeconfig: Path) -> str:
     return yaml.safe_dump({
         "apiVersion": "kubeproxy.config.k8s.io/v1alpha1", "kind": "KubeProxyConfiguration",
         "clientConnection": {"kubeconfig": str(kubeconfig)},
-        "hostnameOverride": NAME, "mode": "iptables", "clusterCIDR": POD_CIDR,
-        "nodePortAddresses": [f"{NODE_IP}/32"],
+        "hostnameOverride": node.name, "mode": "iptables", "clusterCIDR": str(localnet.POD_NETWORK),
+        "nodePortAddresses": [f"{node.net.ip}/32"],
         "metricsBindAddress": "127.0.0.1:10249", "healthzBindAddress": "127.0.0.1:10256",
         # The node's network namespace cannot change the machine's conntrack table size.
         "conntrack": {"maxPerCore": 0, "min": 0, "tcpEstablishedTimeout": "0s", "tcpCloseWaitTimeout": "0s"},
@@ -289,29 +358,36 @@ def _corefile(kubeconfig: Path) -> str:
 
 # ---------------------------------------------------------------- processes
 
-def _spawn(p: Paths, name: str, args: list[str], holder: int | None, env: dict | None = None) -> int:
-    p.logs.mkdir(parents=True, exist_ok=True)
-    p.pids.mkdir(parents=True, exist_ok=True)
-    prefix = ["nsenter", f"--target={holder}", "--mount", "--net", "--"] if holder else []
-    with open(p.logs / f"{name}.log", "ab") as log:
-        proc = subprocess.Popen(prefix + args, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                start_new_session=True, env=env)
-    (p.pids / f"{name}.pid").write_text(str(proc.pid))
+# Joins the node's daemons cgroup (every hierarchy), then becomes the command: whatever it
+# starts (containerd's shims) is in the node's cgroup from its first instruction.
+_JOIN_CGROUP = 'for f in $TFHELM_NODE_CGROUPS; do echo $$ > "$f"; done; exec "$@"'
+
+
+def _spawn(node: Node, name: str, args: list[str], holder: int | None, env: dict | None = None) -> int:
+    node.logs.mkdir(parents=True, exist_ok=True)
+    node.pids.mkdir(parents=True, exist_ok=True)
+    enter = ["nsenter", f"--target={holder}", "--mount", "--net", "--"] if holder else []
+    procs = " ".join(str(d / DAEMONS / "cgroup.procs") for d in _cgroup_dirs(node.name))
+    with open(node.logs / f"{name}.log", "ab") as log:
+        proc = subprocess.Popen(["/bin/sh", "-c", _JOIN_CGROUP, "sh", *enter, *args],
+                                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                start_new_session=True, env=dict(env or os.environ, TFHELM_NODE_CGROUPS=procs))
+    (node.pids / f"{name}.pid").write_text(str(proc.pid))
     return proc.pid
 
 
-def _start_holder(p: Paths) -> int:
+def _start_holder(node: Node) -> int:
     """A process that owns the node's mount namespace: tmpfs /run, the node's /var/lib
     and /var/log. Every node process enters it (and the network namespace)."""
     for d in ("var-lib", "var-log", "run", "cni/net.d", "pods-logs"):
-        (p.state / d).mkdir(parents=True, exist_ok=True)
-    script = (f"mount -t tmpfs -o mode=0755 tmpfs /run && mount --bind {p.state / 'var-lib'} /var/lib && "
-              f"mount --bind {p.state / 'var-log'} /var/log && mkdir -p /run/netns && exec sleep infinity")
-    pid = _spawn(p, "holder", ["nsenter", f"--net={NETNS_PATH}", "--", "unshare", "--mount",
-                               "--propagation", "private", "--", "/bin/sh", "-c", script], None)
-    # nsenter, unshare and sh each exec the next: the pid stays, and once it runs
+        (node.state / d).mkdir(parents=True, exist_ok=True)
+    script = (f"mount -t tmpfs -o mode=0755 tmpfs /run && mount --bind {node.state / 'var-lib'} /var/lib && "
+              f"mount --bind {node.state / 'var-log'} /var/log && mkdir -p /run/netns && exec sleep infinity")
+    pid = _spawn(node, "holder", ["nsenter", f"--net={node.net.netns}", "--", "unshare", "--mount",
+                                  "--propagation", "private", "--", "/bin/sh", "-c", script], None)
+    # sh, nsenter, unshare and sh each exec the next: the pid stays, and once it runs
     # `sleep` the mounts are in place.
-    _wait_for(lambda: _comm(pid) == "sleep", 10, "the node's namespaces", p.logs / "holder.log")
+    _wait_for(lambda: _comm(pid) == "sleep", 10, f"{node.name}'s namespaces", node.logs / "holder.log")
     return pid
 
 
@@ -322,127 +398,81 @@ def _comm(pid: int) -> str:
         return ""
 
 
-def _node_pids(holder: int | None) -> set[int]:
-    """Every process of the node: in its mount or network namespace, or in its cgroups."""
-    mnt = _inode(f"/proc/{holder}/ns/mnt") if holder else None
-    net = _inode(str(NETNS_PATH))
-    found = _cgroup_pids()
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit() or int(proc.name) == os.getpid():
-            continue
-        ns_mnt, ns_net = _inode(f"{proc}/ns/mnt"), _inode(f"{proc}/ns/net")
-        if (mnt and ns_mnt == mnt) or (net and ns_net == net):
-            found.add(int(proc.name))
-    return found
-
-
-def _wait_for(check, timeout: float, what: str, log: Path | None = None):
-    deadline = time.monotonic() + timeout
-    while True:
-        result = check()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            hint = f"; see {log}" if log else ""
-            raise LocalNodeError(f"timed out after {timeout:.0f}s waiting for {what}{hint}")
-        time.sleep(0.2)
-
-
-# ---------------------------------------------------------------- API
-
-def running(p: Paths) -> bool:
-    holder = _read_pid(p, "holder")
-    return bool(holder and NETNS_PATH.exists() and _inode(f"/proc/{holder}/ns/mnt"))
-
-
-def _read_pid(p: Paths, name: str) -> int | None:
-    try:
-        return int((p.pids / f"{name}.pid").read_text())
-    except (OSError, ValueError):
-        return None
-
-
-def start(p: Paths, bins: Path, apiserver_port: int, pki: Path, images: Path | None, kubectl) -> None:
-    """Start the node; returns once it registered (Ready is the caller's wait).
-
-    kubectl(*args) runs kubectl against the cluster from the host."""
-    missing = missing_host_tools()
-    if missing:
-        raise LocalNodeError(f"the real node needs {', '.join(missing)} on the host; run `make node`")
-    if os.geteuid() != 0:
-        raise LocalNodeError("the real node needs root (network namespace, mounts, cgroups)")
-    owner = _owner()
-    if owner and owner != str(p.state) and NETNS_PATH.exists() and _holder_alive(Path(owner)):
-        raise LocalNodeError(f"the machine's real node belongs to the local cluster of {owner}; "
-                             "stop that one first (`tfhelm cluster down` there)")
-    OWNER_FILE.unlink(missing_ok=True)  # a stale claim (its processes are gone): ours now
-    stop(p)
-    p.state.mkdir(parents=True, exist_ok=True)
-    OWNER_FILE.write_text(str(p.state))
-    p.containerd.mkdir(parents=True, exist_ok=True)
-    _setup_network()
-    _make_cgroups()
-    _mount_volumes(p)  # before the node's mount namespace copies the host's mounts
-    kubeconfig = p.state / "kubeconfig"
-    kubeconfig.write_text(_kubeconfig(f"https://{HOST_IP}:{apiserver_port}", pki))
-    (p.state / "containerd.toml").write_text(_containerd_config(p, bins))
-    (p.state / "cni" / "net.d").mkdir(parents=True, exist_ok=True)
-    (p.state / "cni" / "net.d" / "10-tfhelm.conflist").write_text(_cni_config(p))
-    (p.state / "kubelet.yaml").write_text(_kubelet_config(p, pki))
-    (p.state / "kube-proxy.yaml").write_text(_kube_proxy_config(kubeconfig))
-    (p.state / "Corefile").write_text(_corefile(kubeconfig))
-    (p.state / "resolv.conf").write_text("")  # no upstream resolver for pods
-    holder = _start_holder(p)
-    # containerd finds its shim on PATH: ours first, never an older one of the host.
-    env = dict(os.environ, PATH=f"{bins}:{os.environ.get('PATH', '')}")
-    _spawn(p, "containerd", [str(bins / "containerd"), "--config", str(p.state / "containerd.toml")], holder, env)
-    _wait_for(p.socket.exists, 30, "containerd's socket", p.logs / "containerd.log")
-    if images is not None:
-        import_images(p, bins, images, holder)
-    _spawn(p, "coredns", [str(bins / "coredns"), "-conf", str(p.state / "Corefile")], holder)
-    _spawn(p, "kube-proxy", [str(bins / "kube-proxy"), "--config", str(p.state / "kube-proxy.yaml")], holder, env)
-    labels = ",".join(f"{k}={v}" for k, v in LABELS.items())
-    _spawn(p, "kubelet", [str(bins / "kubelet"), "--config", str(p.state / "kubelet.yaml"),
-                          "--kubeconfig", str(kubeconfig), "--hostname-override", NAME,
-                          "--node-ip", NODE_IP, "--node-labels", labels,
-                          "--cert-dir", str(p.state / "kubelet-pki")], holder, env)
-    _wait_for(lambda: kubectl("get", "node", NAME, check=False).returncode == 0, 90,
-              f"node {NAME} to register", p.logs / "kubelet.log")
-    # NetworkPolicy enforcement only (it needs the Node object): the bridge CNI routes,
-    # kube-proxy serves Services.
-    _spawn(p, "kube-router", [str(bins / "kube-router"), "--kubeconfig", str(kubeconfig),
-                              "--hostname-override", NAME, "--run-firewall=true", "--run-router=false",
-                              "--run-service-proxy=false", "--enable-cni=false", "--health-port=0",
-                              "--iptables-sync-period=30s"], holder, env)
-
-
-def _ctr(p: Paths, bins: Path, holder: int, *args: str, **kw) -> subprocess.CompletedProcess:
-    return _sh("nsenter", f"--target={holder}", "--mount", "--net", "--",
-               str(bins / "ctr"), "--address", str(p.socket), "-n", "k8s.io", *args, **kw)
-
-
-def import_images(p: Paths, bins: Path, archive: Path, holder: int) -> None:
-    """Import the image archive unless containerd already holds this exact archive."""
-    stamp = p.containerd / "imported.key"
-    key = (archive.parent / "images.key").read_text() if (archive.parent / "images.key").is_file() else ""
-    # Containers of an earlier run are gone with its processes: forget them.
-    stale = _ctr(p, bins, holder, "containers", "ls", "-q", check=False).stdout.split()
-    if stale:
-        _ctr(p, bins, holder, "containers", "rm", *stale, check=False)
-    if key and stamp.is_file() and stamp.read_text() == key:
-        return
-    _ctr(p, bins, holder, "images", "import", "--all-platforms", "--snapshotter", "overlayfs", str(archive),
-         timeout=900)
-    stamp.write_text(key)
-
-
-def _holder_alive(state: Path) -> bool:
+def _holder(state: Path) -> int | None:
+    """The pid of the holder of the node with that state directory, if it runs."""
     try:
         pid = int((state / "pids" / "holder.pid").read_text())
     except (OSError, ValueError):
-        return False
-    return _comm(pid) == "sleep"
+        return None
+    return pid if _comm(pid) == "sleep" else None  # else: gone, or the pid reused
 
+
+def _ctr(node: Node, bins: Path, holder: int, *args: str, **kw) -> subprocess.CompletedProcess:
+    return _sh("nsenter", f"--target={holder}", "--mount", "--net", "--",
+               str(bins / "ctr"), "--address", str(node.socket), "-n", "k8s.io", *args, **kw)
+
+
+# ---------------------------------------------------------------- one node
+
+def running(node: Node) -> bool:
+    holder = _holder(node.state)
+    return bool(holder and node.net.netns.exists() and _inode(f"/proc/{holder}/ns/mnt"))
+
+
+def _start(node: Node, c: Cluster) -> None:
+    """Start one node (its network is up); returns once it registered."""
+    node.state.mkdir(parents=True, exist_ok=True)
+    _make_cgroups(node.name)
+    kubeconfig = node.state / "kubeconfig"
+    kubeconfig.write_text(_kubeconfig(f"https://{HOST_IP}:{c.apiserver_port}", c.pki))
+    (node.state / "containerd.toml").write_text(containerd_config(
+        str(node.store), str(node.state / "run" / "containerd-state"), str(node.socket), str(node.state / "cni" / "net.d")))
+    (node.state / "cni" / "net.d").mkdir(parents=True, exist_ok=True)
+    (node.state / "cni" / "net.d" / "10-tfhelm.conflist").write_text(_cni_config(node))
+    (node.state / "kubelet.yaml").write_text(_kubelet_config(node, c.pki))
+    (node.state / "kube-proxy.yaml").write_text(_kube_proxy_config(node, kubeconfig))
+    (node.state / "Corefile").write_text(_corefile(kubeconfig))
+    (node.state / "resolv.conf").write_text("")  # no upstream resolver for pods
+    copied = localimages.node_store(c.template, node.store)
+    holder = _start_holder(node)
+    # containerd finds its shim on PATH: ours first, never an older one of the host.
+    env = dict(os.environ, PATH=f"{c.bins}:{os.environ.get('PATH', '')}")
+    _spawn(node, "containerd", [str(c.bins / "containerd"), "--config", str(node.state / "containerd.toml")], holder, env)
+    _wait_for(node.socket.exists, 30, f"{node.name}'s containerd socket", node.logs / "containerd.log")
+    if not copied:  # containers of an earlier run are gone with its processes: forget them
+        stale = _ctr(node, c.bins, holder, "containers", "ls", "-q", check=False).stdout.split()
+        if stale:
+            _ctr(node, c.bins, holder, "containers", "rm", *stale, check=False)
+    _spawn(node, "coredns", [str(c.bins / "coredns"), "-conf", str(node.state / "Corefile")], holder)
+    _spawn(node, "kube-proxy", [str(c.bins / "kube-proxy"), "--config", str(node.state / "kube-proxy.yaml")], holder, env)
+    labels = ",".join(f"{k}={v}" for k, v in node.labels.items())
+    _spawn(node, "kubelet", [str(c.bins / "kubelet"), "--config", str(node.state / "kubelet.yaml"),
+                             "--kubeconfig", str(kubeconfig), "--hostname-override", node.name,
+                             "--node-ip", node.net.ip, "--node-labels", labels,
+                             "--cert-dir", str(node.state / "kubelet-pki")], holder, env)
+    _wait_for(lambda: c.kubectl("get", "node", node.name, check=False).returncode == 0, 90,
+              f"node {node.name} to register", node.logs / "kubelet.log")
+    # NetworkPolicy enforcement only (it needs the Node object): the bridge CNI and the
+    # routes carry pod traffic, kube-proxy serves Services.
+    _spawn(node, "kube-router", [str(c.bins / "kube-router"), "--kubeconfig", str(kubeconfig),
+                                 "--hostname-override", node.name, "--run-firewall=true", "--run-router=false",
+                                 "--run-service-proxy=false", "--enable-cni=false", "--health-port=0",
+                                 "--iptables-sync-period=30s"], holder, env)
+
+
+def lose(node: Node) -> None:
+    """The node is lost, as a machine that hangs: its cable is cut and every process on it
+    (kubelet, containerd, its pods) is frozen. restore() brings it back as it was."""
+    localnet.unplug(node.net)
+    _set_frozen(node.name, True)
+
+
+def restore(node: Node) -> None:
+    _set_frozen(node.name, False)
+    localnet.plug(node.net)
+
+
+# ---------------------------------------------------------------- every node
 
 def _owner() -> str | None:
     try:
@@ -451,19 +481,93 @@ def _owner() -> str | None:
         return None
 
 
-def stop(p: Paths) -> None:
-    """Remove every process, mount, namespace and cgroup of the node (idempotent). A node
-    another clone started is left alone."""
+def _state_dirs(state_root: Path) -> list[Path]:
+    return sorted(d for d in state_root.iterdir() if d.is_dir()) if state_root.is_dir() else []
+
+
+def _alive(state_root: Path) -> bool:
+    """True if a node of that state directory still runs."""
+    return any(_holder(d) for d in _state_dirs(state_root))
+
+
+def start_all(nodes: list[Node], c: Cluster, state_root: Path) -> None:
+    """Start the nodes (in parallel); returns once every one registered (Ready is the
+    caller's wait)."""
+    missing = missing_host_tools()
+    if missing:
+        raise LocalNodeError(f"the real nodes need {', '.join(missing)} on the host; run `make node`")
+    if os.geteuid() != 0:
+        raise LocalNodeError("the real nodes need root (network namespaces, mounts, cgroups)")
     owner = _owner()
-    if owner and owner != str(p.state):
+    if owner and owner != str(state_root) and _alive(Path(owner)):
+        raise LocalNodeError(f"the machine's real nodes belong to the local cluster of {owner}; "
+                             "stop that one first (`tfhelm cluster down` there)")
+    OWNER_FILE.unlink(missing_ok=True)  # a stale claim (its processes are gone): ours now
+    stop_all(state_root)
+    state_root.mkdir(parents=True, exist_ok=True)
+    OWNER_FILE.write_text(str(state_root))
+    localnet.setup([n.net for n in nodes])
+    _mount_volumes(state_root / "volumes")  # before the nodes' mount namespaces copy the host's
+    localimages.prepare_template(c.template, c.images, c.bins, containerd_config("ROOT", "STATE", "SOCKET", "/nonexistent"))
+    with ThreadPoolExecutor(len(nodes)) as pool:
+        for future in [pool.submit(_start, n, c) for n in nodes]:
+            future.result()
+
+
+def _pids(names: list[str], state_root: Path) -> set[int]:
+    """Every process of these nodes: in their network or mount namespaces, or their cgroups."""
+    spaces = {i for n in names if (i := _inode(str(localnet.NETNS_DIR / n)))}
+    spaces |= {i for d in _state_dirs(state_root) if (pid := _holder(d)) and (i := _inode(f"/proc/{pid}/ns/mnt"))}
+    found = set().union(*(_cgroup_pids(n) for n in names)) if names else set()
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit() or int(proc.name) == os.getpid():
+            continue
+        if {_inode(f"{proc}/ns/mnt"), _inode(f"{proc}/ns/net")} & spaces:
+            found.add(int(proc.name))
+    return found
+
+
+def _node_names() -> list[str]:
+    """Every node of this layout that has a namespace or a cgroup now (any earlier run's)."""
+    names = {n for n in localnet.leftovers() if n.startswith(localnet.NETNS_PREFIX)}
+    hierarchy = CGROUP_ROOT if _v2() else CGROUP_ROOT / "freezer"
+    if hierarchy.is_dir():
+        names |= {d.name for d in hierarchy.iterdir() if d.is_dir() and d.name.startswith(localnet.NETNS_PREFIX)}
+    return sorted(names)
+
+
+def leftovers(state_root: Path) -> list[str]:
+    """What of the nodes exists now: for stop_all() to leave nothing, and tests to check."""
+    found = localnet.leftovers()
+    found += [str(d) for d in CGROUP_ROOT.glob(f"*/{localnet.NETNS_PREFIX}*")]
+    found += [str(d) for d in CGROUP_ROOT.glob(f"{localnet.NETNS_PREFIX}*")]
+    if _sh("mountpoint", "-q", str(HOSTPATH_PV), check=False).returncode == 0:
+        found.append(f"mount {HOSTPATH_PV}")
+    found += [f"process {p.name}" for p in Path("/proc").iterdir() if p.name.isdigit()
+              and str(state_root) in _cmdline(p)]
+    if state_root.exists():
+        found.append(str(state_root))
+    return found
+
+
+def _cmdline(proc: Path) -> str:
+    try:
+        return (proc / "cmdline").read_bytes().decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def stop_all(state_root: Path) -> None:
+    """Remove every process, mount, namespace, interface, route and cgroup of the nodes
+    (idempotent). Nodes another clone started are left alone."""
+    owner = _owner()
+    if owner and owner != str(state_root):
         return
-    holder = _read_pid(p, "holder")
-    if holder and _comm(holder) != "sleep":
-        holder = None  # pid reused: not ours
+    names = _node_names()
+    for name in names:
+        _set_frozen(name, False)  # a frozen process does not die, even of SIGKILL
     for _ in range(50):
-        pids = _node_pids(holder)
-        if holder and _inode(f"/proc/{holder}/ns/mnt"):
-            pids.add(holder)
+        pids = _pids(names, state_root)
         if not pids:
             break
         for pid in pids:
@@ -473,14 +577,13 @@ def stop(p: Paths) -> None:
                 pass
         time.sleep(0.1)
     else:
-        raise LocalNodeError(f"node processes survived SIGKILL: {sorted(_node_pids(holder))}")
+        raise LocalNodeError(f"node processes survived SIGKILL: {sorted(_pids(names, state_root))}")
     try:
-        _remove_cgroups()
+        for name in names:
+            _remove_cgroups(name)
     except OSError as e:
-        raise LocalNodeError(f"could not remove the node's cgroups: {e}") from e
-    if NETNS_PATH.exists() or _sh("ip", "netns", "list", check=False).stdout.count(NAME):
-        _sh("ip", "netns", "delete", NAME, check=False)
-    _sh("ip", "link", "delete", HOST_IF, check=False)  # gone with the namespace; belt and braces
+        raise LocalNodeError(f"could not remove the nodes' cgroups: {e}") from e
+    localnet.teardown()
     _unmount_volumes()
-    shutil.rmtree(p.state, ignore_errors=True)
+    shutil.rmtree(state_root, ignore_errors=True)
     OWNER_FILE.unlink(missing_ok=True)

@@ -1,5 +1,5 @@
 """Fixtures for the `cluster` tier: a real API server and controllers, kwok nodes (and
-the real node, which the `realpods` tier uses).
+the real nodes, which the `realpods` tier uses).
 
 The session starts the local cluster (tfhelm.localcluster) once and stops it at
 the end, unless it was already running (then it is left alone) or
@@ -85,6 +85,7 @@ def kubeconfig(external_cluster: bool):
         yield path
     if started:
         localcluster.down()
+        assert not localcluster.leftovers(), "`tfhelm cluster down` left these behind"
 
 
 @pytest.fixture(scope="session")

@@ -10,7 +10,7 @@ import pytest
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from tfhelm import localcluster, localnode
+from tfhelm import localcluster
 
 from .conftest import wait_for
 
@@ -58,7 +58,7 @@ def test_nodes_ready_with_user_node(core, external_cluster):
     def ready(n):
         return any(c.type == "Ready" and c.status == "True" for c in n.status.conditions or [])
     assert nodes and all(ready(n) for n in nodes)
-    if not external_cluster:  # the simulated nodes; the real node is checked below
+    if not external_cluster:  # the simulated nodes; the real ones are checked below
         nodes = [n for n in nodes if (n.metadata.labels or {}).get("type") == "kwok"]
     user = [n for n in nodes if (n.metadata.labels or {}).get("tfhelm.io/node-role") == "user"]
     assert user, "no node labelled tfhelm.io/node-role=user"
@@ -73,14 +73,24 @@ def test_nodes_ready_with_user_node(core, external_cluster):
         assert any(not n.spec.taints for n in nodes), "no untainted worker node"
 
 
-def test_the_real_node_takes_every_pod_that_does_not_ask_for_simulation(core, external_cluster):
-    if external_cluster or not localcluster.has_real_node():
-        pytest.skip("the local cluster's real node only")
-    real = core.read_node(localnode.NAME)
-    assert not real.spec.taints
-    assert real.metadata.labels["tfhelm.io/real-node"] == "true"
-    assert "kwok.x-k8s.io/node" not in (real.metadata.annotations or {})  # kwok leaves it alone
-    assert {a.address for a in real.status.addresses} >= {localnode.NODE_IP}
+def test_the_real_nodes_take_every_pod_that_does_not_ask_for_simulation(core, external_cluster):
+    """The user node is labelled and tainted for real (the kubelet registers it so), the
+    training nodes take everything else; kwok nodes only what asks for simulation."""
+    real = localcluster.real_nodes()
+    if external_cluster or not real:
+        pytest.skip("the local cluster's real nodes only")
+    user_taint = tuple(localcluster.USER_NODE_TAINT[k] for k in ("key", "value", "effect"))
+    for node in real:
+        obj = core.read_node(node.name)
+        labels, taints = obj.metadata.labels, {(t.key, t.value, t.effect) for t in obj.spec.taints or []}
+        assert labels["tfhelm.io/real-node"] == "true"
+        assert "kwok.x-k8s.io/node" not in (obj.metadata.annotations or {})  # kwok leaves it alone
+        assert {a.address for a in obj.status.addresses} >= {node.net.ip}
+        if node.user:
+            assert labels[localcluster.USER_NODE_LABEL[0]] == localcluster.USER_NODE_LABEL[1]
+            assert "node-role.kubernetes.io/user" in labels
+        # Tainted unless it is the only node, which then runs training too.
+        assert taints == ({user_taint} if node.user and len(real) > 1 else set()), taints
     for n in core.list_node(label_selector="type=kwok").items:
         assert {(t.key, t.value, t.effect) for t in n.spec.taints} >= {
             tuple(localcluster.KWOK_TAINT[k] for k in ("key", "value", "effect"))}

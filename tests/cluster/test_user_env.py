@@ -257,7 +257,7 @@ def test_a_users_cluster_mounts_the_users_volumes_and_downloads_from_its_file_se
     kube = Kube(kubeconfig=str(kubeconfig))
     deploy.up(plan, Helm(), kube)
     try:
-        # The wiring only (the workspace runs on the real node, where models/train.py does
+        # The wiring only (the workspace runs on the user node, where models/train.py does
         # not exist: tests/realpods trains from a file server for real).
         def workers():
             found = core.list_namespaced_pod(

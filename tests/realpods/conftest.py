@@ -1,8 +1,9 @@
 """Fixtures for the `realpods` tier: the chart's pods really run on the local cluster's
-real node (kubelet, containerd, runc, CNI, CoreDNS; images built by `make images`).
+real nodes (kubelet, containerd, runc, CNI, CoreDNS; images built by `make images`): the user
+node, where workspaces run, and two training nodes.
 
 The cluster is the one the `cluster` tier uses (started once per session); these tests'
-namespaces carry no simulation annotations, so their pods land on the real node.
+namespaces carry no simulation annotations, so their pods land on the real nodes.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import re
 import subprocess
 import sys
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -21,7 +23,7 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from tests.cluster.conftest import api_client, core, external_cluster, kubeconfig, wait_for  # noqa: F401
-from tfhelm import localcluster, users
+from tfhelm import localcluster, localnode, users
 
 HERE = Path(__file__).parent
 ROOT = HERE.parents[1]
@@ -33,14 +35,47 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.realpods)
 
 
+@dataclass(frozen=True)
+class Nodes:
+    """Where this tier places pods: the user node and the training nodes, by name."""
+
+    user: str
+    training: tuple[str, ...]
+    addresses: dict[str, str]  # InternalIP by node name
+
+    def pin(self, role: str, node: str) -> list[str]:
+        """`tfhelm up` / `helm install` options placing a tf-cluster role on one node."""
+        return ["--set-json", f"{role}.nodeSelector=" + json.dumps({"kubernetes.io/hostname": node})]
+
+    @staticmethod
+    def spread(role: str, cluster: str) -> list[str]:
+        """Options placing a role's tasks of one cluster on different nodes, one per node."""
+        term = {"labelSelector": {"matchLabels": {"tfhelm.io/cluster": cluster, "app.kubernetes.io/component": role}},
+                "topologyKey": "kubernetes.io/hostname"}
+        return ["--set-json", f"{role}.affinity=" + json.dumps(
+            {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}})]
+
+
 @pytest.fixture(scope="session", autouse=True)
-def real_node(request, kubeconfig, core, external_cluster):
-    """The tier needs a node where containers run; say so plainly if there is none."""
+def nodes(request, kubeconfig, core, external_cluster) -> Nodes | None:
+    """The user node and two training nodes; say so plainly if the cluster lacks them."""
     if not any(HERE in Path(i.path).parents for i in request.session.items):
-        return
-    if not external_cluster and not localcluster.has_real_node():
-        pytest.fail("the local cluster runs without its real node (started with --no-real-node?)",
+        return None
+    if not external_cluster and len(localcluster.real_nodes()) < localnode.MAX_NODES:
+        pytest.fail(f"the realpods tier needs the local cluster's {localnode.MAX_NODES} real nodes "
+                    f"(it runs {len(localcluster.real_nodes())}; `tfhelm cluster up --real-nodes 3`)",
                     pytrace=False)
+    real = [n for n in core.list_node().items if (n.metadata.labels or {}).get("type") != "kwok"]
+    key, value = localcluster.USER_NODE_LABEL
+    user = [n.metadata.name for n in real if (n.metadata.labels or {}).get(key) == value]
+    training = tuple(sorted(n.metadata.name for n in real if n.metadata.name not in user
+                            and not any(t.effect == "NoSchedule" for t in n.spec.taints or [])))
+    if len(user) != 1 or len(training) < 2:
+        pytest.fail(f"the realpods tier needs one user node ({key}={value}) and two training "
+                    f"nodes; found {user} and {list(training)}", pytrace=False)
+    addresses = {n.metadata.name: next(a.address for a in n.status.addresses if a.type == "InternalIP")
+                 for n in real}
+    return Nodes(user[0], training[:2], addresses)
 
 
 def run(*args: str, code: int = 0, timeout: float = 900, stdin: str | None = None) -> subprocess.CompletedProcess:

@@ -1,4 +1,4 @@
-"""Tenancy on the real node, tried as a tenant would: NetworkPolicy is enforced (kube-router's
+"""Tenancy on the real nodes, tried as a tenant would: NetworkPolicy is enforced (kube-router's
 policy controller), so a user's pods cannot reach another user's workspace while their own
 namespace still can and the exposed notebook port answers from outside; and from inside a
 user's own notebook, with its own ServiceAccount, no Service can capture other traffic."""

@@ -1,4 +1,4 @@
-"""On the real node: `helm test` runs the chart's test pod, which checks every task's DNS
+"""On the real nodes: `helm test` runs the chart's test pod, which checks every task's DNS
 name and TF_CONFIG from inside the cluster, and `tfhelm logs` shows every task's log."""
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ import typer
 from tfhelm.console import cli_errors, err, out
 from tfhelm.errors import NO_CLUSTER
 
-app = typer.Typer(help="The local Kubernetes (real control plane, a real node, kwok nodes) for tests and demos.",
+app = typer.Typer(help="The local Kubernetes (real control plane, real nodes, kwok nodes) for tests and demos.",
                   no_args_is_help=True)
 
 
@@ -18,15 +18,18 @@ app = typer.Typer(help="The local Kubernetes (real control plane, a real node, k
 @cli_errors
 def up(nodes: Annotated[int, typer.Option(
            "--nodes", help="Simulated (kwok) nodes, one of them the tainted user node.")] = 3,
-       real_node: Annotated[bool, typer.Option(
-           "--real-node/--no-real-node", help="Also run a real node (kubelet, containerd): pods really run.")] = True):
+       real_nodes: Annotated[int, typer.Option(
+           "--real-nodes", help="Real nodes (kubelet, containerd: pods really run): 3 = the user node and "
+                                "two training nodes, 2 = one training node, 1 = one node for everything, "
+                                "0 = kwok only.")] = 3):
     """Start the local cluster (idempotent) and print the KUBECONFIG export line."""
     from tfhelm import localcluster
 
     what = "etcd, kube-apiserver, controller-manager, scheduler, kwok" + (
-        " and the real node (kubelet, containerd, CoreDNS, kube-proxy)" if real_node else "")
+        f" and {real_nodes} real node{'s' if real_nodes > 1 else ''} (kubelet, containerd, CoreDNS, kube-proxy)"
+        if real_nodes else "")
     with err.status(f"starting {what}…"):
-        info = localcluster.up(nodes, real_node)
+        info = localcluster.up(nodes, real_nodes)
     err.print(f"[green]✓[/green] local cluster at {info.server} with nodes: {', '.join(info.nodes)}")
     out.print(info.export_line, markup=False, highlight=False, soft_wrap=True)
 

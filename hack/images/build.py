@@ -256,8 +256,10 @@ def main() -> None:
         return name
 
     base = layer("base", suite, BASE_PACKAGES, build=build_base)
-    tf = layer("tensorflow", keys[base], a.tensorflow, build=lambda d: build_overlay(
-        d, [dirs[base]], f"pip install -q tensorflow-cpu=={a.tensorflow} && {_tf_keras(a.tensorflow)}"))
+    # tensorboard: tf.summary and Keras' TensorBoard callback need it; TF's wheel no longer pulls it.
+    tf = layer("tensorflow", keys[base], a.tensorflow, a.tensorboard, build=lambda d: build_overlay(
+        d, [dirs[base]], f"pip install -q tensorflow-cpu=={a.tensorflow} tensorboard=={a.tensorboard}"
+        f" && {_tf_keras(a.tensorflow)}"))
     # tfhelm's dependencies and helm, then tfhelm itself (small, rebuilt when the code changes).
     helm_key = file_digest(a.helm)
     install_helm = "install -m 0755 /mnt/helm /usr/local/bin/helm"
@@ -266,9 +268,9 @@ def main() -> None:
     cli = layer("tfhelm", keys[cli_deps], wheel_key, build=lambda d: build_overlay(
         d, [dirs[base], dirs[cli_deps]], f"pip install -q --no-deps /mnt/{a.wheel.name}",
         {f"mnt/{a.wheel.name}": a.wheel}))
-    nb = layer("notebook", keys[tf], a.notebook, a.tensorboard, deps, helm_key, build=lambda d: build_overlay(
+    nb = layer("notebook", keys[tf], a.notebook, deps, helm_key, build=lambda d: build_overlay(
         d, [dirs[base], dirs[tf]],
-        f"pip install -q notebook=={a.notebook} tensorboard=={a.tensorboard} {_quoted(deps)} && {install_helm}",
+        f"pip install -q notebook=={a.notebook} {_quoted(deps)} && {install_helm}",
         {"mnt/helm": a.helm}))
     nb_cli = layer("notebook-tfhelm", keys[nb], wheel_key, build=lambda d: build_overlay(
         d, [dirs[base], dirs[tf], dirs[nb]], f"pip install -q --no-deps /mnt/{a.wheel.name}",

@@ -1,5 +1,5 @@
 """Fixtures for the `programs` tier: programs written the way users write them (tests/
-programs/scripts/), run on the local cluster's real node through `tfhelm up` and through
+programs/scripts/), run on the local cluster's real training nodes through `tfhelm up` and through
 plain `helm install`. The cluster and namespaces are the `realpods` tier's."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 
 from tests.cluster.conftest import api_client, core, external_cluster, kubeconfig, wait_for  # noqa: F401
 from tests.realpods.conftest import namespace, pod_logs, run, volume_dir  # noqa: F401
-from tfhelm import localcluster
+from tfhelm import localcluster, localnode
 
 HERE = Path(__file__).parent
 
@@ -22,9 +22,9 @@ def pytest_collection_modifyitems(config, items):
 
 
 @pytest.fixture(scope="session", autouse=True)
-def real_node(request, kubeconfig, external_cluster):
+def real_nodes(request, kubeconfig, external_cluster):
     if not any(HERE in Path(i.path).parents for i in request.session.items):
         return
-    if not external_cluster and not localcluster.has_real_node():
-        pytest.fail("the local cluster runs without its real node (started with --no-real-node?)",
-                    pytrace=False)
+    if not external_cluster and len(localcluster.real_nodes()) < localnode.MAX_NODES:
+        pytest.fail(f"the programs tier needs the local cluster's {localnode.MAX_NODES} real nodes "
+                    "(`tfhelm cluster up --real-nodes 3`)", pytrace=False)

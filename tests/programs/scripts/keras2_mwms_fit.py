@@ -1,5 +1,5 @@
-"""Keras 2 `Model.fit` under MultiWorkerMirroredStrategy: BackupAndRestore, and the model
-saved by the chief while the other workers write theirs to a `workertemp` directory.
+"""Keras 2 `Model.fit` under MultiWorkerMirroredStrategy: BackupAndRestore, TensorBoard logs
+(the callback needs the `tensorboard` package), and the model saved by the chief while the other workers write theirs to a `workertemp` directory.
 
 In the style of TensorFlow's "Multi-worker training with Keras" tutorial. It asks for Keras 2
 itself, as programs in the wild do (no chart setting needed; the image needs tf-keras).
@@ -53,7 +53,8 @@ with strategy.scope():
                   loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True), metrics=["accuracy"])
 
 model.fit(dataset(32 * strategy.num_replicas_in_sync), epochs=args.epochs, steps_per_epoch=args.steps_per_epoch,
-          verbose=2, callbacks=[tf.keras.callbacks.BackupAndRestore(backup_dir=os.path.join(args.model_dir, "backup"))])
+          verbose=2, callbacks=[tf.keras.callbacks.BackupAndRestore(backup_dir=os.path.join(args.model_dir, "backup")),
+                                tf.keras.callbacks.TensorBoard(write_filepath(os.path.join(args.model_dir, "tb")))])
 
 path = write_filepath(os.path.join(args.model_dir, "saved_model"))
 model.save(path)  # every worker saves (the save runs collectives); only the chief's copy stays

@@ -12,6 +12,7 @@ cache across runs and are copied again only when the template changed.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import signal
@@ -26,6 +27,7 @@ STAMP = "imported.key"  # the archive's images.key a store holds
 # containerd's bolt databases: written in place, so every store needs its own copy.
 DATABASES = ("io.containerd.metadata.v1.bolt/meta.db", "io.containerd.snapshotter.v1.overlayfs/metadata.db")
 INSTANCE_FILES = ("io.containerd.grpc.v1.introspection/uuid",)  # regenerated per containerd
+IMPORTER = "importer.pid"  # the import's containerd, while it runs
 
 
 class LocalImagesError(TfhelmError):
@@ -51,7 +53,35 @@ def prepare_template(template: Path, archive: Path, bins: Path, config: str) -> 
     if _stamp(template) == key:
         return False
     template.mkdir(parents=True, exist_ok=True)
-    (template / STAMP).unlink(missing_ok=True)
+    # One import at a time (the template is shared by every clone on the machine); the lock
+    # goes with its holder's death, the import's containerd (its own session) does not.
+    with open(template.parent / f"{template.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if _stamp(template) == key:  # another clone imported it while we waited
+            return False
+        _kill_orphan(template / IMPORTER)
+        (template / STAMP).unlink(missing_ok=True)
+        _import(template, archive, bins, config)
+        (template / STAMP).write_text(key)
+    return True
+
+
+def _kill_orphan(pidfile: Path) -> None:
+    """Stop an import's containerd whose importer died (it would hold the databases' locks)."""
+    try:
+        pid = int(pidfile.read_text())
+        if b"containerd" in Path(f"/proc/{pid}/cmdline").read_bytes():
+            os.killpg(pid, signal.SIGKILL)
+            for _ in range(100):  # gone, or a zombie: its locks are released either way
+                if b"zombie" in Path(f"/proc/{pid}/status").read_bytes():
+                    break
+                time.sleep(0.1)
+    except (OSError, ValueError):
+        pass
+    pidfile.unlink(missing_ok=True)
+
+
+def _import(template: Path, archive: Path, bins: Path, config: str) -> None:
     with tempfile.TemporaryDirectory(prefix="tfhelm-images-") as tmp:
         socket = Path(tmp) / "containerd.sock"
         conf = Path(tmp) / "containerd.toml"
@@ -64,6 +94,7 @@ def prepare_template(template: Path, archive: Path, bins: Path, config: str) -> 
                                        str(bins / "containerd"), "--config", str(conf)],
                                       stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                                       start_new_session=True)
+        (template / IMPORTER).write_text(str(daemon.pid))
         try:
             deadline = time.monotonic() + 30
             while not socket.exists():
@@ -82,8 +113,7 @@ def prepare_template(template: Path, archive: Path, bins: Path, config: str) -> 
             except subprocess.TimeoutExpired:
                 os.killpg(daemon.pid, signal.SIGKILL)
                 daemon.wait()
-    (template / STAMP).write_text(key)
-    return True
+            (template / IMPORTER).unlink(missing_ok=True)
 
 
 def node_store(template: Path, store: Path) -> bool:

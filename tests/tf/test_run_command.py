@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from tfhelm.commands.run import run as run_command
 
-from .helpers import (EXAMPLES, ROOT, alive, events, latest_checkpoint_step, metrics,
+from .helpers import (EXAMPLES, ROOT, alive, children, events, latest_checkpoint_step, metrics,
                       processes_with_env)
 
 
@@ -134,7 +134,8 @@ def test_ctrl_c_stops_everything(tmp_path):
             assert time.monotonic() < deadline, "training never started"
             time.sleep(0.5)
         tasks = processes_with_env("TFHELM_LOG_DIR", str(tmp_path / "log"))
-        assert len(tasks) == 2  # worker-0 and ps-0
+        launchers = set(children(proc.pid)) & set(tasks)
+        assert len(launchers) == 2, tasks  # worker-0's and ps-0's (each runs its script in a child)
         proc.send_signal(signal.SIGINT)
         output, _ = proc.communicate(timeout=60)
     finally:

@@ -60,7 +60,10 @@ def prepare_template(template: Path, archive: Path, bins: Path, config: str) -> 
         if _stamp(template) == key:  # another clone imported it while we waited
             return False
         _kill_orphan(template / IMPORTER)
-        (template / STAMP).unlink(missing_ok=True)
+        # From empty: an import over the last one would keep the old images' layers (GBs).
+        # The nodes' stores are hard-link copies: theirs stay until they are copied again.
+        shutil.rmtree(template)
+        template.mkdir()
         _import(template, archive, bins, config)
         (template / STAMP).write_text(key)
     return True

@@ -136,7 +136,8 @@ def plain_table(lines: list[str], header: str) -> list[dict]:
 def test_status_summarizes_a_cluster_larger_than_the_full_listing(namespace, core, tmp_path):
     """Beyond 20 tasks the table shows the Jobs, the tasks per role and phase, then only the
     exceptions; `--tasks` and `-o json` still list every task."""
-    once = {"worker": {"backoffLimitPerIndex": 0}}  # the failed task stays failed: no replacement pod
+    # The failed task stays failed (no replacement pod) and the others go on (maxFailedIndexes).
+    once = {"worker": {"backoffLimitPerIndex": 0, "maxFailedIndexes": 23}}
     tfhelm("up", "--name", "big", "-n", namespace, "--workers", "24", "--ps", "1",
            *values_files(tmp_path, NO_STORAGE, SLOW, once))
     sel = "tfhelm.io/cluster=big,tfhelm.io/role=worker"

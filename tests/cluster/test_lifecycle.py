@@ -396,7 +396,9 @@ def test_up_repairs_a_hand_edit_and_names_the_field(namespace, core):
 def test_a_stopped_up_wait_reap_says_what_is_left_and_how_to_reap_it(namespace, sig):
     proc = subprocess.Popen([sys.executable, "-m", "tfhelm", "up", "--name", "st", "-n", namespace, "--workers",
                              "1", "--ps", "1", *NO_STORAGE, "--set", RUNNING, "--wait", "--reap"],
-                            text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                            text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            # As from a terminal: a shell's background job (CI) ignores SIGINT.
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     lines: list[str] = []
     reader = threading.Thread(target=lambda: lines.extend(proc.stderr), daemon=True)
     reader.start()

@@ -470,6 +470,12 @@ def install_packages(target: str, options: list[str], requirements: list[str]) -
             return 0
         shutil.rmtree(target, ignore_errors=True)  # what an interrupted install left
         log(f"installing {' '.join(requirements)} into {target}")
+        # pip ignores plain-http sources unless trusted; the user named them (e.g. their own
+        # in-cluster file server, which speaks http).
+        from urllib.parse import urlparse  # noqa: PLC0415
+        trusted = [urlparse(url).hostname for flag, url in zip(options, options[1:])
+                   if flag in ("--index-url", "--find-links") and url.startswith("http://")]
+        options = options + [arg for host in trusted for arg in ("--trusted-host", host)]
         env = {**os.environ, "PYTHONUSERBASE": target, "PIP_BREAK_SYSTEM_PACKAGES": "1"}
         pip = subprocess.Popen(
             [sys.executable, "-m", "pip", "install", "--user", "--no-cache-dir", "--progress-bar", "off",

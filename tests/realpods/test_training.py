@@ -77,6 +77,7 @@ def test_in_graph_checkpoints_from_the_ps_and_resumes_after_killed_tasks(namespa
     ps_node, worker_node = nodes.training
     run("tfhelm", "up", "--name", "ig", "-n", namespace, "--chief", "--in-graph", "--workers", "2", "--ps", "1",
         "--script", "examples/ps_in_graph.py", *SMALL, "--set", "chief.backoffLimitPerIndex=2",
+        "--set", "failurePolicy.mode=retryAll",  # the example's crash is exit 3, which fails fast by default
         *nodes.pin("ps", ps_node), *nodes.pin("chief", ps_node), *nodes.pin("worker", worker_node),
         "--", "--steps", "3000", "--checkpoint-every", "100", "--crash-after-checkpoint", "100")
     logs_dir = volume_dir(core, namespace, "ig-logs") / "ig"

@@ -297,6 +297,10 @@ def install_packages(target: str, options: list[str], requirements: list[str]) -
             return 0
         shutil.rmtree(target, ignore_errors=True)
         log(f"installing {' '.join(requirements)} into {target}")
+        from urllib.parse import urlparse
+        trusted = [urlparse(url).hostname for flag, url in zip(options, options[1:])
+                   if flag in ("--index-url", "--find-links") and url.startswith("http://")]
+        options = options + [arg for host in trusted for arg in ("--trusted-host", host)]
         env = {**os.environ, "PYTHONUSERBASE": target, "PIP_BREAK_SYSTEM_PACKAGES": "1"}
         pip = subprocess.Popen(
             [sys.executable, "-m", "pip", "install", "--user", "--no-cache-dir", "--progress-bar", "off",

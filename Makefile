@@ -17,11 +17,13 @@ TFHELM := $(VENV)/bin/tfhelm
 export PATH := $(BIN):$(VENV)/bin:$(PATH)
 export GOTOOLCHAIN := local
 
-.PHONY: help install helm helm-docs test test-unit test-chart test-cluster demo docs chart-files clean
+.PHONY: help install install-venv helm helm-docs test test-unit test-chart test-cluster demo docs chart-files clean \
+  build-demo build-test
 help: ## Show the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
 
 install: $(VENV)/.installed helm ## Python venv with tfhelm (editable) and helm
+install-venv: $(VENV)/.installed
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -55,13 +57,22 @@ test-chart: install helm-docs helm3 ## helm lint/template tests and schema rejec
 
 -include mk/testenv.mk mk/tf.mk mk/node.mk mk/package.mk
 
-test: install helm-docs helm3 testenv node images tf-deps registry ## Every tier: unit, chart, cluster, tf, real pods
+# The prerequisites of `make demo` and `make test`, independent steps at the same time, with
+# progress (hack/steps.py; each step is one of the targets here, cached as before).
+build-demo: ## Build what the demo needs (venv, helm, control plane, nodes, images), in parallel
+	python3 hack/steps.py demo
+build-test: ## Build what the tests need: the demo's and the test-only tools, in parallel
+	python3 hack/steps.py test
+
+# The targets again after the build: nothing to do when it built them, and a step the plan
+# missed is still built (serially) rather than failing a test.
+test: build-test install helm-docs helm3 testenv node images tf-deps registry ## Every tier: unit, chart, cluster, tf, real pods
 	$(PYTEST) tests $(PYTEST_ARGS)
 
 test-cluster: install testenv node images registry ## The cluster tier against the local control plane
 	$(PYTEST) tests/cluster $(PYTEST_ARGS)
 
-demo: install testenv node images ## The main job, for real: 8 workers and 2 PS train on the local cluster's two training nodes
+demo: build-demo install testenv node images ## The main job, for real: 8 workers and 2 PS train on the local cluster's two training nodes
 	hack/demo.sh
 
 clean: ## Stop the local cluster, remove build outputs (the per-user binary cache stays)

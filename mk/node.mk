@@ -7,13 +7,19 @@
 
 NODE_BINS      := containerd containerd-shim-runc-v2 ctr coredns kube-router
 NODE_APT       := runc containernetworking-plugins iptables ipset conntrack bindfs debootstrap gcc libc6-dev
-IMAGES         := $(TFHELM_CACHE)/images/images.tar
 NOTEBOOK_VERSION    := 7.6.5
 TENSORBOARD_VERSION := 2.21.0
+# The wheel the notebook and tfhelm images install; rebuilt when the package changes.
+WHEEL_DIR      := $(CURDIR)/build/wheel
 TFHELM_VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml)
 
-.PHONY: node node-deps images
+.PHONY: node node-deps images image-root containerd coredns kube-router pause wheel
 node: node-deps $(addprefix $(BIN)/,$(NODE_BINS)) ## The real nodes' binaries and host packages (cached)
+containerd: $(BIN)/containerd
+coredns: $(BIN)/coredns
+kube-router: $(BIN)/kube-router
+pause: $(BIN)/pause
+wheel: $(WHEEL_DIR)/.stamp
 
 node-deps: ## Debian packages the real nodes need (installed when missing)
 	@missing=$$(for p in $(NODE_APT); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'ok installed' || echo $$p; done); \
@@ -42,12 +48,15 @@ $(BIN)/pause: hack/images/pause.c | node-deps
 	@mkdir -p $(BIN)
 	gcc -static -O2 -s -o $@ $<
 
-# The wheel the notebook and tfhelm images install; rebuilt when the package changes.
-WHEEL_DIR := $(CURDIR)/build/wheel
 $(WHEEL_DIR)/.stamp: pyproject.toml $(shell find tfhelm charts -type f -not -name '*.pyc') | $(VENV)/.installed
 	rm -rf $(WHEEL_DIR) && $(PY) -m pip wheel -q --no-deps -w $(WHEEL_DIR) . && touch $@
 
-images: node-deps $(BIN)/pause $(BIN)/helm $(WHEEL_DIR)/.stamp ## Build the local images (cached; first build ~5 min)
+IMAGE_ARGS = --tensorflow $(TENSORFLOW_VERSION) --notebook $(NOTEBOOK_VERSION) \
+  --tensorboard $(TENSORBOARD_VERSION) --tfhelm-tag $(TFHELM_VERSION)
+images: node-deps $(BIN)/pause $(BIN)/helm $(WHEEL_DIR)/.stamp ## Build the local images (cached; first build ~10 min)
 	python3 hack/images/build.py $(TFHELM_CACHE)/images --helm $(BIN)/helm --pause $(BIN)/pause \
-	  --wheel $$(ls $(WHEEL_DIR)/tfhelm-*.whl) --tensorflow $(TENSORFLOW_VERSION) \
-	  --notebook $(NOTEBOOK_VERSION) --tensorboard $(TENSORBOARD_VERSION) --tfhelm-tag $(TFHELM_VERSION)
+	  --wheel $$(ls $(WHEEL_DIR)/tfhelm-*.whl) $(IMAGE_ARGS)
+# The Debian root and TensorFlow layers only (the longest part; needs no helm or wheel), so
+# they build while helm does.
+image-root: node-deps
+	python3 hack/images/build.py $(TFHELM_CACHE)/images --root-only $(IMAGE_ARGS)

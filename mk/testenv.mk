@@ -23,8 +23,12 @@ K8S_LDFLAGS  = -s -w $(foreach p,k8s.io/component-base/version k8s.io/client-go/
 KWOK_LDFLAGS := -s -w -X sigs.k8s.io/kwok/pkg/consts.Version=$(KWOK_VERSION:v%=%) \
   -X sigs.k8s.io/kwok/pkg/consts.KubeVersion=$(KUBERNETES_VERSION:v%=%)
 
-.PHONY: testenv cluster cluster-down cluster-status
+.PHONY: testenv kubernetes etcd kwok kwok-stages cluster cluster-down cluster-status
 testenv: $(TESTENV_BINS) $(KWOK_STAGES) helm ## Build the local control plane, kubectl, kwok and helm (cached)
+kubernetes: $(addprefix $(BIN)/,$(K8S_BINS))
+etcd: $(BIN)/etcd
+kwok: $(addprefix $(BIN)/,$(KWOK_BINS))
+kwok-stages: $(KWOK_STAGES)
 
 # One `go build` for all four: they share most packages, so one invocation
 # compiles the shared code once (a cold build takes a while on two cores).

@@ -114,8 +114,9 @@ def cache_dir() -> Path:
 
 
 def images_archive() -> Path:
-    """The local images, made by `make images` (hack/images/build.py)."""
-    return cache_dir() / "images" / "images.tar"
+    """The local images, made by `make images` (hack/images/build.py): a Docker-format
+    archive as a directory."""
+    return cache_dir() / "images" / "archive"
 
 
 def _nodes_dir() -> Path:
@@ -384,7 +385,7 @@ def up(nodes: int = 3, real: int = localnode.MAX_NODES) -> ClusterInfo:
         raise SpecError("--real-nodes", f"{real} is not between 0 and {localnode.MAX_NODES}",
                         "use 3 (the user node and two training nodes), 2, 1 (one node runs everything) or 0 (kwok only)")
     bins = bin_dir()
-    if real and not images_archive().is_file():
+    if real and not (images_archive() / "manifest.json").is_file():
         raise LocalClusterError(f"no local images at {images_archive()}; run `make images`")
     running = status()
     if running is not None and (len(real_nodes()) != real

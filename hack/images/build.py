@@ -5,9 +5,12 @@
 
 Each layer is a directory: the base is a Debian root made by debootstrap; every other
 layer is the upper directory of an overlay mount on the layers below it, in which pip
-ran in a chroot. Layers are packed as tars and written with the images into one
-Docker-format archive (OUT_DIR/images.tar) that `ctr images import` reads; containerd
-names the images itself from their RepoTags (short names, as the charts use them).
+ran in a chroot. Layers are packed as tars; OUT_DIR/archive/ is a Docker-format archive
+as a directory (manifest.json, the image configs, each layer tar a hard link to the packed
+one: no second copy of 2.4 GB) that tfhelm streams as a tar into `ctr images import -`;
+containerd names the images itself from their RepoTags (short names, as the charts use them).
+`--root-only` builds the Debian root and TensorFlow layers alone (they need neither helm nor
+the wheel, so `make` builds them while helm builds).
 Layers are cached by a key of their inputs under OUT_DIR/layers/, so only what changed
 is rebuilt (a new tfhelm wheel rebuilds one small layer). Needs root (debootstrap,
 mounts, chroot); runs in a private mount namespace so a failure leaves no mount behind.
@@ -184,37 +187,35 @@ def _opaque(path: Path) -> bool:
 
 
 def write_archive(out: Path, images: list[dict], layer_tars: dict[str, tuple[Path, str]]) -> None:
-    """A Docker-format archive (manifest.json, configs, layer tars) holding every image."""
+    """A Docker-format archive as a directory (manifest.json, configs, layer tars as hard
+    links) holding every image."""
     tmp = out.with_name(out.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
     manifest, written = [], set()
-    with tarfile.open(tmp, "w") as tar:
-        def add_bytes(name: str, data: bytes) -> None:
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            import io
-            tar.addfile(info, io.BytesIO(data))
-
-        for img in images:
-            layers = img["layers"]
-            config = {
-                "architecture": "amd64", "os": "linux",
-                "config": {"Env": [PATH_ENV, "LANG=C.UTF-8", "PYTHONUNBUFFERED=1", *img.get("env", [])],
-                           "User": img.get("user", "1000:1000"), "WorkingDir": "/",
-                           "Entrypoint": img.get("entrypoint"), "Cmd": img.get("cmd"),
-                           "Labels": {"org.opencontainers.image.description":
-                                      "built locally by tfhelm (hack/images/build.py) for the local cluster"}},
-                "rootfs": {"type": "layers", "diff_ids": [layer_tars[name][1] for name in layers]},
-            }
-            data = json.dumps(config, sort_keys=True).encode()
-            config_name = hashlib.sha256(data).hexdigest() + ".json"
-            add_bytes(config_name, data)
-            for name in layers:
-                if name not in written:
-                    tar.add(str(layer_tars[name][0]), f"{name}/layer.tar")
-                    written.add(name)
-            manifest.append({"Config": config_name, "RepoTags": img["tags"],
-                             "Layers": [f"{name}/layer.tar" for name in layers]})
-        add_bytes("manifest.json", json.dumps(manifest, indent=1).encode())
+    for img in images:
+        layers = img["layers"]
+        config = {
+            "architecture": "amd64", "os": "linux",
+            "config": {"Env": [PATH_ENV, "LANG=C.UTF-8", "PYTHONUNBUFFERED=1", *img.get("env", [])],
+                       "User": img.get("user", "1000:1000"), "WorkingDir": "/",
+                       "Entrypoint": img.get("entrypoint"), "Cmd": img.get("cmd"),
+                       "Labels": {"org.opencontainers.image.description":
+                                  "built locally by tfhelm (hack/images/build.py) for the local cluster"}},
+            "rootfs": {"type": "layers", "diff_ids": [layer_tars[name][1] for name in layers]},
+        }
+        data = json.dumps(config, sort_keys=True).encode()
+        config_name = hashlib.sha256(data).hexdigest() + ".json"
+        (tmp / config_name).write_bytes(data)
+        for name in layers:
+            if name not in written:
+                (tmp / name).mkdir()
+                os.link(layer_tars[name][0], tmp / name / "layer.tar")
+                written.add(name)
+        manifest.append({"Config": config_name, "RepoTags": img["tags"],
+                         "Layers": [f"{name}/layer.tar" for name in layers]})
+    (tmp / "manifest.json").write_text(json.dumps(manifest, indent=1))
+    shutil.rmtree(out, ignore_errors=True)
     tmp.rename(out)
 
 
@@ -223,14 +224,17 @@ def write_archive(out: Path, images: list[dict], layer_tars: dict[str, tuple[Pat
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("out", type=Path)
-    p.add_argument("--helm", type=Path, required=True)
-    p.add_argument("--wheel", type=Path, required=True, help="the tfhelm wheel")
-    p.add_argument("--pause", type=Path, required=True)
+    p.add_argument("--root-only", action="store_true", help="only the Debian root and TensorFlow layers")
+    p.add_argument("--helm", type=Path)
+    p.add_argument("--wheel", type=Path, help="the tfhelm wheel")
+    p.add_argument("--pause", type=Path)
     p.add_argument("--tensorflow", required=True)
     p.add_argument("--notebook", required=True)
     p.add_argument("--tensorboard", required=True)
     p.add_argument("--tfhelm-tag", required=True)
     a = p.parse_args()
+    if not a.root_only and not (a.helm and a.wheel and a.pause):
+        p.error("--helm, --wheel and --pause are needed (or --root-only)")
     if os.environ.get("TFHELM_IMAGES_UNSHARED") != "1":  # private mounts: nothing leaks on failure
         os.environ["TFHELM_IMAGES_UNSHARED"] = "1"
         os.execvp("unshare", ["unshare", "--mount", "--propagation", "private", sys.executable, *sys.argv])
@@ -238,9 +242,6 @@ def main() -> None:
     layers_dir = a.out / "layers"
     layers_dir.mkdir(parents=True, exist_ok=True)
     suite, _ = debian_mirror()
-    wheel_key = wheel_digest(a.wheel)
-    deps = _wheel_requirements(a.wheel)
-
     keys: dict[str, str] = {}
     dirs: dict[str, Path] = {}
 
@@ -260,6 +261,10 @@ def main() -> None:
     tf = layer("tensorflow", keys[base], a.tensorflow, a.tensorboard, build=lambda d: build_overlay(
         d, [dirs[base]], f"pip install -q tensorflow-cpu=={a.tensorflow} tensorboard=={a.tensorboard}"
         f" && {_tf_keras(a.tensorflow)}"))
+    if a.root_only:
+        return
+    wheel_key = wheel_digest(a.wheel)
+    deps = _wheel_requirements(a.wheel)
     # tfhelm's dependencies and helm, then tfhelm itself (small, rebuilt when the code changes).
     helm_key = file_digest(a.helm)
     install_helm = "install -m 0755 /mnt/helm /usr/local/bin/helm"
@@ -299,9 +304,10 @@ def main() -> None:
         {"tags": ["tfhelm/pause:local"], "layers": [pause], "user": "65535:65535", "entrypoint": ["/pause"]},
     ]
     archive_key = key_of(*(v[1] for v in packed.values()), json.dumps(images))
-    out = a.out / "images.tar"
+    (a.out / "images.tar").unlink(missing_ok=True)  # the archive file of earlier versions
+    out = a.out / "archive"
     stamp = a.out / "images.key"
-    if not (out.is_file() and stamp.is_file() and stamp.read_text() == archive_key):
+    if not (out.is_dir() and stamp.is_file() and stamp.read_text() == archive_key):
         print(f">> writing {out}", file=sys.stderr, flush=True)
         write_archive(out, images, packed)
         stamp.write_text(archive_key)

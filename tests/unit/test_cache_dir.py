@@ -24,7 +24,7 @@ def test_where_the_build_cache_is(monkeypatch, tmp_path, env, expected):
         monkeypatch.setenv(var, value)
     want = Path(expected.format(home=tmp_path))
     assert localcluster.cache_dir() == want
-    assert localcluster.images_archive() == want / "images" / "images.tar"
+    assert localcluster.images_archive() == want / "images" / "archive"
 
 
 def test_make_passes_a_command_line_cache_dir_on(tmp_path):

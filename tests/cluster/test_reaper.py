@@ -2,7 +2,7 @@
 kwok completes (or fails) the pods, Helm uninstalls the PS release, RBAC is the real one.
 
 Worker pods carry `tfhelm.io/kwok-complete-after: 1h` where a test decides when they finish:
-annotating the running pods with a short delay then completes them (`finish()`), so no test
+annotating the Job's pods with a short delay then completes them (`finish()`), so no test
 depends on how long anything takes.
 """
 
@@ -109,9 +109,17 @@ def wait_ps_gone(core, apps, ns: str, name: str) -> None:
 
 
 def finish(core, ns: str, job: str, fail: bool = False) -> None:
-    """Let the Job's running pods finish now (kwok re-reads the delay annotation)."""
-    pods = wait_for(lambda: [p for p in core.list_namespaced_pod(ns, label_selector=f"job-name={job}").items
-                             if p.status.phase == "Running"], 60, what=f"running pods of {job}")
+    """Let every task of the Job finish now (kwok re-reads the delay annotation). All of them:
+    a pod the Job controller or kwok had not yet created or started would otherwise keep its
+    hour and the Job would never complete (on a loaded machine the second pod often lags)."""
+    parallelism = client.BatchV1Api(core.api_client).read_namespaced_job(job, ns).spec.parallelism
+
+    def pending_or_running():
+        pods = [p for p in core.list_namespaced_pod(ns, label_selector=f"job-name={job}").items
+                if p.status.phase in ("Pending", "Running") and not p.metadata.deletion_timestamp]
+        return pods if len(pods) >= parallelism else None
+
+    pods = wait_for(pending_or_running, 60, what=f"the {parallelism} pods of {job}")
     for p in pods:
         patch = {"metadata": {"annotations": {COMPLETE_AFTER: "100ms"}}}
         if fail:

@@ -131,8 +131,8 @@ def test_a_rejected_object_leaves_no_release_behind(namespace):
 
 def test_a_release_of_100000_workers_is_stored_small(namespace, core):
     """The stored release (Helm's Secret: gzip + base64 of the release and its chart) is
-    under 88 KiB at 100,000 workers (64 KiB before the launcher's metrics and JSON logs,
-    which do not grow with N), and as large as at 8. A quota of zero pods keeps the
+    under 88 KiB at 100,000 workers (64 KiB before the launcher's metrics and
+    templates/monitoring/, which do not grow with N), and as large as at 8. A quota of zero pods keeps the
     Job controller from making 100,000 pods here: the release is what is measured."""
     core.create_namespaced_resource_quota(namespace, client.V1ResourceQuota(
         metadata=client.V1ObjectMeta(name="no-pods"), spec=client.V1ResourceQuotaSpec(hard={"pods": "0"})))

@@ -50,12 +50,12 @@ chart-files: ## The chart's launcher: tfhelm/launcher.py without its prose (Helm
 test-unit: install ## Pure Python tests
 	$(PYTEST) tests/unit
 
-test-chart: install helm-docs helm3 ## helm lint/template tests and schema rejections
+test-chart: install helm-docs helm3 promtool ## helm lint/template tests, schema rejections, promtool on the alerts
 	$(PYTEST) tests/chart
 
 -include mk/testenv.mk mk/tf.mk mk/node.mk mk/package.mk
 
-test: install helm-docs helm3 testenv node images tf-deps registry ## Every tier: unit, chart, cluster, tf, real pods
+test: install helm-docs helm3 promtool testenv node images tf-deps registry ## Every tier: unit, chart, cluster, tf, real pods
 	$(PYTEST) tests $(PYTEST_ARGS)
 
 test-cluster: install testenv node images registry ## The cluster tier against the local control plane

@@ -359,8 +359,10 @@ def test_progress_reads_what_tf_summary_writes(tmp_path):
     """Event files written by TensorFlow's own summary writer (TF2 tensors, a v1 simple_value),
     read by the launcher's standard-library reader: the newest step and every scalar."""
     code = f"""
+import importlib.util
 import tensorflow as tf
 from tensorflow.core.framework import summary_pb2
+HAVE_TB = importlib.util.find_spec("tensorboard") is not None
 scalars = summary_pb2.SummaryMetadata(plugin_data=summary_pb2.SummaryMetadata.PluginData(plugin_name="scalars"))
 w = tf.summary.create_file_writer({str(tmp_path / "train")!r})
 with w.as_default():
@@ -370,14 +372,14 @@ with w.as_default():
         tf.summary.write("steps_per_sec", tf.constant(2.5, tf.float64), step=step, metadata=scalars)
         tf.summary.write("weights", tf.random.normal([10, 3]), step=step)  # a histogram's shape
         tf.summary.write("note", tf.constant("not a scalar"), step=step)
-        if hasattr(tf.summary, "scalar"):
+        if HAVE_TB:
             tf.summary.scalar("epoch_loss", 0.5, step=step)
 w.flush()
 with tf.compat.v1.Graph().as_default():
     v1 = tf.compat.v1.summary.FileWriter({str(tmp_path / "eval")!r})
     v1.add_summary(tf.compat.v1.Summary(value=[tf.compat.v1.Summary.Value(tag="accuracy", simple_value=0.75)]), 7)
     v1.flush()
-print(hasattr(tf.summary, "scalar"))
+print(HAVE_TB)
 """
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})

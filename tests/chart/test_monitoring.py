@@ -212,3 +212,18 @@ def test_two_renders_are_byte_identical(tf_chart):
     first, second = helm(*args), helm(*args)
     assert first.returncode == 0, first.stderr
     assert first.stdout == second.stdout
+
+
+def test_notes_say_how_to_look_at_the_metrics_and_what_monitoring_was_made(tf_chart):
+    def notes(*sets: str) -> str:
+        args = sum((["--set", s] for s in sets), [])
+        result = helm("install", "mnist", tf_chart, "-n", "team-a", "--dry-run=client", *args)
+        assert result.returncode == 0, result.stderr
+        return result.stdout.split("NOTES:", 1)[1]
+    plain = notes()
+    assert "port `metrics` (9090)" in plain and "curl -s localhost:9090/metrics" in plain
+    assert "Monitoring:" not in plain
+    assert "Monitoring: PodMonitor mnist-tasks, ConfigMap mnist-dashboard" in notes(
+        "monitoring.podMonitor.enabled=true", "monitoring.dashboard.enabled=true")
+    assert "metrics" not in notes("metrics.enabled=false")
+    assert "metrics" not in notes("components=ps")

@@ -55,7 +55,7 @@ test-chart: install helm-docs helm3 promtool ## helm lint/template tests, schema
 
 -include mk/testenv.mk mk/tf.mk mk/node.mk mk/package.mk
 
-test: install helm-docs helm3 promtool testenv node images tf-deps registry ## Every tier: unit, chart, cluster, tf, real pods
+test: install helm-docs helm3 promtool prometheus testenv node images tf-deps registry ## Every tier: unit, chart, cluster, tf, real pods
 	$(PYTEST) tests $(PYTEST_ARGS)
 
 test-cluster: install testenv node images registry ## The cluster tier against the local control plane

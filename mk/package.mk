@@ -7,7 +7,7 @@ OCI_REPO    ?=
 chart_version = $(shell sed -n 's/^version:[[:space:]]*//p' charts/$(1)/Chart.yaml)
 CHART_TGZS  := $(foreach c,$(CHARTS),$(DIST)/charts/$(c)-$(call chart_version,$(c)).tgz)
 
-.PHONY: package publish chart-digests registry gitops-crds helm3 promtool
+.PHONY: package publish chart-digests registry gitops-crds helm3 promtool prometheus
 package: helm ## Versioned chart archives in dist/charts/ (and the wheel in dist/)
 	@mkdir -p $(DIST)/charts
 	$(BIN)/helm package $(addprefix charts/,$(CHARTS)) -d $(DIST)/charts
@@ -32,6 +32,11 @@ promtool: $(BIN)/promtool ## Prometheus' promtool: the chart tier checks and uni
 $(BIN)/promtool: mk/versions.mk
 	hack/cached-go-install.sh promtool $(PROMETHEUS_VERSION) $(BIN) -- \
 	  go install -trimpath -ldflags "-s -w" github.com/prometheus/prometheus/cmd/promtool@$(PROMETHEUS_VERSION)
+
+prometheus: $(BIN)/prometheus ## The Prometheus server (same module and version as promtool): the tf tier scrapes a real task with it
+$(BIN)/prometheus: mk/versions.mk
+	hack/cached-go-install.sh prometheus $(PROMETHEUS_VERSION) $(BIN) -- \
+	  go install -trimpath -ldflags "-s -w" github.com/prometheus/prometheus/cmd/prometheus@$(PROMETHEUS_VERSION)
 
 gitops-crds: ## Argo CD and Flux CRDs from their Go modules into .cache/gitops-crds (the GitOps tests do this)
 	hack/gitops-crds.sh $(CURDIR)/.cache/gitops-crds

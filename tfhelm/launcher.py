@@ -104,7 +104,7 @@ def log(msg: str, environ=None) -> None:
 
 def json_line(level: str, logger: str, msg: str, **fields) -> str:
     """One log record as a line of JSON (UTC time, milliseconds); empty fields left out. The
-    reaper writes the same shape (tfhelm.logs imports this)."""
+    reaper writes the same shape (tfhelm.commands.reap imports this)."""
     now = time.time()
     ts = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now)) + f".{int(now % 1 * 1000):03d}Z"
     record = {"ts": ts, "level": level, "logger": logger,
@@ -827,10 +827,17 @@ class TaskMetrics:
 
 
 def start_metrics(config: dict, environ=None):
-    """Serve this task's `TaskMetrics` on TFHELM_METRICS_PORT; None when it is unset."""
+    """Serve this task's `TaskMetrics` on TFHELM_METRICS_PORT; None when it is unset, or when
+    anything goes wrong (said in a warning: metrics never stop a training)."""
     env = os.environ if environ is None else environ
     port = env.get(METRICS_PORT_ENV, "")
-    return serve_metrics(int(port), TaskMetrics(config, env).render) if port.isdigit() else None
+    if not port.isdigit():
+        return None
+    try:
+        return serve_metrics(int(port), TaskMetrics(config, env).render)
+    except Exception as e:  # noqa: BLE001 - a bug here must not end the task
+        log(f"warning: metrics not served: {type(e).__name__}: {e}")
+        return None
 
 
 def serve_metrics(port: int, render, say=None):

@@ -342,3 +342,11 @@ def test_the_tasks_that_decide_completion_say_so(tmp_path, task, chief, decides)
     samples = parse_text(launcher.TaskMetrics(config(*task, chief=chief), env).render())
     at = frozenset({"cluster": "mnist", "role": task[0], "index": str(task[1])}.items())
     assert samples.get(("tfhelm_task_decides_completion", at)) == (1 if decides else None)
+
+
+def test_a_metrics_bug_is_a_warning_not_a_failed_task(tmp_path, capsys, monkeypatch):
+    def broken(*_a, **_k):
+        raise RuntimeError("a bug of ours")
+    monkeypatch.setattr(launcher, "TaskMetrics", broken)
+    assert launcher.start_metrics(config(), {"TFHELM_METRICS_PORT": "0"}) is None
+    assert "warning: metrics not served: RuntimeError: a bug of ours" in capsys.readouterr().err

@@ -579,7 +579,13 @@ class TaskMetrics:
 def start_metrics(config: dict, environ=None):
     env = os.environ if environ is None else environ
     port = env.get(METRICS_PORT_ENV, "")
-    return serve_metrics(int(port), TaskMetrics(config, env).render) if port.isdigit() else None
+    if not port.isdigit():
+        return None
+    try:
+        return serve_metrics(int(port), TaskMetrics(config, env).render)
+    except Exception as e:
+        log(f"warning: metrics not served: {type(e).__name__}: {e}")
+        return None
 def serve_metrics(port: int, render, say=None):
     say = say or log
     import socket

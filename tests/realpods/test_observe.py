@@ -1,11 +1,18 @@
-"""A real training's metrics, scraped over the pod network the way Prometheus scrapes them:
-worker 0's launcher reports the steps and loss its script writes with tf.summary, every task
-reports up, and the in-cluster reaper counts its reap."""
+"""A real training's metrics, scraped over the pod network: by a pod, and by a real
+Prometheus (built from its Go module) on the host that discovers the task pods through the
+Kubernetes API with the same selection the chart's PodMonitor makes. Worker 0's launcher
+reports the steps and loss its script writes with tf.summary, every task reports up, and the
+in-cluster reaper counts its reap."""
 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import urllib.parse
+import urllib.request
 import uuid
+from pathlib import Path
 
 import yaml
 from kubernetes import client
@@ -14,19 +21,23 @@ from tests.cluster.conftest import job_of
 from tests.cluster.test_localcluster import job_condition
 from tests.unit.test_launcher_metrics import parse_text
 from tfhelm.chart import chart_path
+from tfhelm.manifests import by_kind, render
+
+PROMETHEUS = Path(__file__).resolve().parents[2] / "bin" / "prometheus"
 
 from .conftest import pod_logs, run, wait_for
 
 # The user's script: nothing about metrics, only summaries as TensorBoard wants them (flushed
 # often, so the test sees several steps while it runs; TensorFlow's default is every 2 min).
 SCRIPT = """
-import os, time
+import os, sys, time
 import tensorflow as tf
 index = int(os.environ["TFHELM_TASK_INDEX"])
+steps = int(sys.argv[1]) if len(sys.argv) > 1 else 30
 if index == 0:
     writer = tf.summary.create_file_writer(os.path.join(os.environ["TFHELM_LOG_DIR"], "train"))
     with writer.as_default():
-        for step in range(1, 31):
+        for step in range(1, steps + 1):
             tf.summary.scalar("loss", 1.0 / step, step=step)
             writer.flush()
             time.sleep(0.5)
@@ -125,3 +136,84 @@ def test_a_real_training_exports_its_steps_loss_and_the_reap(namespace, core, ap
         {"cluster": "ob", "action": "reap", "outcome": "Complete"}.items()))] == 1
     assert reaped[("tfhelm_reaper_reap_latency_seconds_count", frozenset())] == 1
     assert reaped[("tfhelm_reaper_clusters_watched", frozenset())] == 1
+
+
+def prometheus_config(podmonitor: dict, kubeconfig: str, namespace: str) -> dict:
+    """The scrape job the Prometheus Operator makes of a PodMonitor (Kubernetes pod discovery,
+    the selector's labels and the endpoint's port kept, finished pods dropped, namespace, pod
+    and container as target labels), from the chart's rendered PodMonitor."""
+    spec = podmonitor["spec"]
+    (endpoint,) = spec["podMetricsEndpoints"]
+    keep = [{"source_labels": ["__meta_kubernetes_pod_label_" + k.replace(".", "_").replace("/", "_").replace("-", "_")],
+             "regex": v, "action": "keep"} for k, v in spec["selector"]["matchLabels"].items()]
+    return {
+        "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
+        "rule_files": ["rules.yaml"],
+        "scrape_configs": [{
+            "job_name": f"podMonitor/{namespace}/{podmonitor['metadata']['name']}/0",
+            "metrics_path": endpoint["path"],
+            "kubernetes_sd_configs": [{"role": "pod", "kubeconfig_file": kubeconfig,
+                                       "namespaces": {"names": spec["namespaceSelector"]["matchNames"]}}],
+            "relabel_configs": [
+                {"source_labels": ["__meta_kubernetes_pod_phase"], "regex": "(Failed|Succeeded)", "action": "drop"},
+                *keep,
+                {"source_labels": ["__meta_kubernetes_pod_container_port_name"], "regex": endpoint["port"], "action": "keep"},
+                {"source_labels": ["__meta_kubernetes_namespace"], "target_label": "namespace"},
+                {"source_labels": ["__meta_kubernetes_pod_name"], "target_label": "pod"},
+                {"source_labels": ["__meta_kubernetes_pod_container_name"], "target_label": "container"},
+            ]}]}
+
+
+def promql(port: int, expr: str) -> list[dict]:
+    url = f"http://127.0.0.1:{port}/api/v1/query?" + urllib.parse.urlencode({"query": expr})
+    with urllib.request.urlopen(url, timeout=10) as r:
+        body = json.load(r)
+    assert body["status"] == "success", body
+    return body["data"]["result"]
+
+
+def test_prometheus_discovers_and_scrapes_a_real_training(namespace, core, api_client, nodes, kubeconfig, tmp_path):
+    assert PROMETHEUS.exists(), "bin/prometheus missing: `make prometheus`"
+    batch = client.BatchV1Api(api_client)
+    values = {"worker": {"replicas": 2}, "ps": {"replicas": 1},
+              "code": {"source": "inline", "script": "train.py", "inline": SCRIPT, "args": ["80"]},
+              "reaper": {"enabled": True, "grace": 1},
+              "monitoring": {"podMonitor": {"enabled": True}, "prometheusRule": {"enabled": True}},
+              "storage": {"data": {"size": "64Mi"}, "logs": {"size": "64Mi"}}}
+    manifests = render(values, "ob", namespace)
+    (podmonitor,), (rule,) = by_kind(manifests, "PodMonitor"), by_kind(manifests, "PrometheusRule")
+    (tmp_path / "rules.yaml").write_text(yaml.safe_dump(rule["spec"]))
+    (tmp_path / "prometheus.yml").write_text(yaml.safe_dump(prometheus_config(podmonitor, str(kubeconfig), namespace)))
+    port = 19090 + int(uuid.uuid4().hex[:3], 16) % 500
+    prom = subprocess.Popen([str(PROMETHEUS), "--config.file=prometheus.yml", "--storage.tsdb.path=data",
+                             f"--web.listen-address=127.0.0.1:{port}", "--log.level=warn"],
+                            cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            env=os.environ)
+    try:
+        # The chart's own objects (CRDs absent here: Prometheus reads the PodMonitor's selection above).
+        install = {k: v for k, v in values.items() if k != "monitoring"}
+        run("helm", "install", "ob", str(chart_path()), "-n", namespace, "-f", "-",
+            *nodes.pin("worker", nodes.training[0]), *nodes.pin("ps", nodes.training[1]), stdin=yaml.safe_dump(install))
+        at = f'namespace="{namespace}", cluster="ob"'
+        worker0 = wait_for(lambda: promql(port, f'tfhelm_task_up{{{at}, role="worker", index="0"}} == 1'),
+                           300, interval=1, what="Prometheus to scrape worker 0")
+        assert worker0[0]["metric"]["pod"].startswith("ob-worker-") and worker0[0]["metric"]["container"] == "tensorflow"
+        ps = wait_for(lambda: promql(port, f'tfhelm_task_up{{{at}, role="ps"}} == 1'), 120, interval=1,
+                      what="Prometheus to scrape the PS")
+        assert ps[0]["metric"]["index"] == "0"
+        wait_for(lambda: promql(port, f'changes(tfhelm_train_step{{{at}, dir="train"}}[5m]) >= 3'), 300,
+                 interval=1, what="three step changes scraped")
+        loss = promql(port, f'tfhelm_train_scalar{{{at}, dir="train", tag="loss"}}')
+        assert loss and 0 < float(loss[0]["value"][1]) < 1, loss
+        workers = job_of(namespace, "ob", "worker")
+        assert wait_for(lambda: job_condition(batch, namespace, workers), 600, interval=2,
+                        what="the worker Job to finish") == "Complete"
+        reaps = wait_for(lambda: promql(port, f'tfhelm_reaper_reaps_total{{{at}, action="reap", outcome="Complete"}} == 1'),
+                         180, interval=1, what="Prometheus to see the reap")
+        assert reaps[0]["metric"]["pod"].startswith("ob-reaper-")
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/v1/rules", timeout=10) as r:
+            rules = [x for g in json.load(r)["data"]["groups"] for x in g["rules"]]
+        assert len(rules) == 4 and all(x["health"] == "ok" for x in rules), rules
+    finally:
+        prom.terminate()
+        prom.wait(timeout=30)

@@ -29,14 +29,12 @@ $(BIN)/registry: mk/versions.mk
 	  go install -trimpath -ldflags "-s -w" github.com/distribution/distribution/v3/cmd/registry@$(DISTRIBUTION_VERSION)
 
 promtool: $(BIN)/promtool ## Prometheus' promtool: the chart tier checks and unit-tests the rendered PrometheusRule
-$(BIN)/promtool: mk/versions.mk
-	hack/cached-go-install.sh promtool $(PROMETHEUS_VERSION) $(BIN) -- \
-	  go install -trimpath -ldflags "-s -w" github.com/prometheus/prometheus/cmd/promtool@$(PROMETHEUS_VERSION)
-
-prometheus: $(BIN)/prometheus ## The Prometheus server (same module and version as promtool): the tf tier scrapes a real task with it
-$(BIN)/prometheus: mk/versions.mk
-	hack/cached-go-install.sh prometheus $(PROMETHEUS_VERSION) $(BIN) -- \
-	  go install -trimpath -ldflags "-s -w" github.com/prometheus/prometheus/cmd/prometheus@$(PROMETHEUS_VERSION)
+prometheus: $(BIN)/prometheus ## The Prometheus server: the tf and realpods tiers scrape real tasks with it
+# One `go install` for both: they share most of the module's packages, compiled once.
+$(BIN)/promtool $(BIN)/prometheus &: mk/versions.mk
+	hack/cached-go-install.sh promtool,prometheus $(PROMETHEUS_VERSION) $(BIN) -- \
+	  go install -trimpath -ldflags "-s -w" github.com/prometheus/prometheus/cmd/promtool@$(PROMETHEUS_VERSION) \
+	  github.com/prometheus/prometheus/cmd/prometheus@$(PROMETHEUS_VERSION)
 
 gitops-crds: ## Argo CD and Flux CRDs from their Go modules into .cache/gitops-crds (the GitOps tests do this)
 	hack/gitops-crds.sh $(CURDIR)/.cache/gitops-crds

@@ -52,7 +52,7 @@ chart-files: ## The chart's launcher: tfhelm/launcher.py without its prose (Helm
 test-unit: install ## Pure Python tests
 	$(PYTEST) tests/unit
 
-test-chart: install helm-docs helm3 ## helm lint/template tests and schema rejections
+test-chart: install helm-docs helm3 promtool ## helm lint/template tests, schema rejections, promtool on the alerts
 	$(PYTEST) tests/chart
 
 -include mk/testenv.mk mk/tf.mk mk/node.mk mk/package.mk
@@ -66,7 +66,7 @@ build-test: ## Build what the tests need: the demo's and the test-only tools, in
 
 # The targets again after the build: nothing to do when it built them, and a step the plan
 # missed is still built (serially) rather than failing a test.
-test: build-test install helm-docs helm3 testenv node images tf-deps registry ## Every tier: unit, chart, cluster, tf, real pods
+test: build-test install helm-docs helm3 promtool prometheus testenv node images tf-deps registry ## Every tier: unit, chart, cluster, tf, real pods
 	$(PYTEST) tests $(PYTEST_ARGS)
 
 test-cluster: install testenv node images registry ## The cluster tier against the local control plane

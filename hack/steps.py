@@ -71,6 +71,7 @@ TEST = DEMO + [
     Step("helm3", "helm3", go=True),
     Step("registry", "registry", go=True),
     Step("gitops-crds", "gitops-crds", go=True),  # controller-gen and the CRDs the GitOps tests check
+    Step("prometheus", "prometheus", go=True),  # promtool and the server, one `go install`
 ]
 PLANS = {"demo": DEMO, "test": TEST}
 

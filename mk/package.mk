@@ -7,7 +7,7 @@ OCI_REPO    ?=
 chart_version = $(shell sed -n 's/^version:[[:space:]]*//p' charts/$(1)/Chart.yaml)
 CHART_TGZS  := $(foreach c,$(CHARTS),$(DIST)/charts/$(c)-$(call chart_version,$(c)).tgz)
 
-.PHONY: package publish chart-digests registry gitops-crds helm3
+.PHONY: package publish chart-digests registry gitops-crds helm3 promtool prometheus
 package: helm ## Versioned chart archives in dist/charts/ (and the wheel in dist/)
 	@mkdir -p $(DIST)/charts
 	$(BIN)/helm package $(addprefix charts/,$(CHARTS)) -d $(DIST)/charts
@@ -27,6 +27,14 @@ registry: $(BIN)/registry ## The OCI registry server (distribution) the OCI test
 $(BIN)/registry: mk/versions.mk
 	hack/cached-go-install.sh registry $(DISTRIBUTION_VERSION) $(BIN) -- \
 	  go install -trimpath -ldflags "-s -w" github.com/distribution/distribution/v3/cmd/registry@$(DISTRIBUTION_VERSION)
+
+promtool: $(BIN)/promtool ## Prometheus' promtool: the chart tier checks and unit-tests the rendered PrometheusRule
+prometheus: $(BIN)/prometheus ## The Prometheus server: the tf and realpods tiers scrape real tasks with it
+# One `go install` for both: they share most of the module's packages, compiled once.
+$(BIN)/promtool $(BIN)/prometheus &: mk/versions.mk
+	hack/cached-go-install.sh promtool,prometheus $(PROMETHEUS_VERSION) $(BIN) -- \
+	  go install -trimpath -ldflags "-s -w" github.com/prometheus/prometheus/cmd/promtool@$(PROMETHEUS_VERSION) \
+	  github.com/prometheus/prometheus/cmd/prometheus@$(PROMETHEUS_VERSION)
 
 gitops-crds: ## Argo CD and Flux CRDs from their Go modules into .cache/gitops-crds (the GitOps tests do this)
 	hack/gitops-crds.sh $(CURDIR)/.cache/gitops-crds

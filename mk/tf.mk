@@ -17,5 +17,5 @@ $(TF_STAMP): mk/versions.mk mk/tf.mk | $(VENV)/.installed
 	rm -f $(VENV)/.tf-*
 	touch $@
 
-test-tf: install tf-deps ## Real TensorFlow processes on loopback (examples, resume, run --local)
+test-tf: install tf-deps prometheus ## Real TensorFlow processes on loopback (examples, resume, run --local, a real Prometheus)
 	$(PYTEST) tests/tf $(PYTEST_ARGS)

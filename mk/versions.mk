@@ -15,3 +15,8 @@ FLUX_SOURCE_VERSION  := v1.9.6
 FLUX_HELM_API_VERSION := v1.6.5
 CONTROLLER_TOOLS_VERSION := v0.19.0
 HELM3_VERSION        := v3.22.0
+# promtool (checks and unit-tests the chart's PrometheusRule): the Prometheus module's version
+# (v0.X.Y is Prometheus 3.X.Y).
+PROMETHEUS_VERSION   := v0.316.0
+# The PodMonitor and PrometheusRule CRDs (tests/cluster/test_monitoring.py).
+PROMETHEUS_OPERATOR_VERSION := v0.85.0

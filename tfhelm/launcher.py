@@ -1,5 +1,5 @@
 """Entrypoint of every TensorFlow task that tfhelm starts, in a pod or on this machine.
-(One module, over 400 lines: the chart mounts this one file into stock images, which run it
+(One module, over 700 lines: the chart mounts this one file into stock images, which run it
 with the standard library alone.)
 
     python launcher.py server                 # PS tasks; workers driven by a chief (in-graph)
@@ -34,6 +34,13 @@ tells Kubernetes why a task failed, in one line (the termination message that `t
 status` shows), and exits 75 for the TensorFlow errors a restart can cure (a peer that went
 away), so the Job's podFailurePolicy retries those and fails a task at once on any other
 error of the script (`failure_exit`).
+
+With TFHELM_METRICS_PORT set (the chart's `metrics.enabled`), the launcher (PID 1, never the
+script's child) serves Prometheus text on that port in every mode: the task's up, start time
+and restarts, and on the cluster's first task (chief 0, else worker 0) the training's
+progress, read from the TensorBoard event files the script already writes under
+TFHELM_LOG_DIR (`Progress`: TFRecord framing and the Event protobuf parsed here, since
+the launcher has the standard library only). The user's script changes in nothing.
 """
 
 from __future__ import annotations
@@ -44,8 +51,10 @@ import json
 import os
 import runpy
 import signal
+import struct
 import sys
 import threading
+import time
 import traceback
 
 USAGE = ("usage: launcher.py server | launcher.py script PATH [ARGS...] | "
@@ -68,14 +77,52 @@ MESSAGE_MAX = 1024  # characters; Kubernetes keeps 4096 bytes of a termination m
 INDEX = "{index}"  # where a role's host pattern takes the task index
 # Linux's MAX_ARG_STRLEN: one environment string (NAME=value and its NUL) is at most 32 pages.
 ENV_STRING_MAX = 128 * 1024
+# The chart sets it when `metrics.enabled`; unset (a local run), no port is opened.
+METRICS_PORT_ENV = "TFHELM_METRICS_PORT"
+# `json`: the launcher's own lines are JSON objects (the chart's `logFormat`); else plain text.
+LOG_FORMAT_ENV = "TFHELM_LOG_FORMAT"
 
 
 class LaunchError(Exception):
     """The task's environment does not describe a task of a TF cluster."""
 
 
-def log(msg: str) -> None:
-    print(f"tfhelm-launcher: {msg}", file=sys.stderr, flush=True)
+def log(msg: str, environ=None) -> None:
+    """A line on stderr: `tfhelm-launcher: msg`, or with TFHELM_LOG_FORMAT=json (the chart's
+    `logFormat: json`) one JSON object: ts, level, logger, cluster, role, index, msg. A message
+    that starts with `error: ` or `warning: ` has that level, any other is `info`."""
+    env = os.environ if environ is None else environ
+    if env.get(LOG_FORMAT_ENV) != "json":
+        print(f"tfhelm-launcher: {msg}", file=sys.stderr, flush=True)
+        return
+    level = "info"
+    for word in ("error", "warning"):
+        if msg.startswith(f"{word}: "):
+            level, msg = word, msg[len(word) + 2:]
+    print(json_line(level, "tfhelm-launcher", msg, **_task_fields(env)), file=sys.stderr, flush=True)
+
+
+def json_line(level: str, logger: str, msg: str, **fields) -> str:
+    """One log record as a line of JSON (UTC time, milliseconds); empty fields left out. The
+    reaper writes the same shape (tfhelm.commands.reap imports this)."""
+    now = time.time()
+    ts = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now)) + f".{int(now % 1 * 1000):03d}Z"
+    record = {"ts": ts, "level": level, "logger": logger,
+              **{k: v for k, v in fields.items() if v not in (None, "")}, "msg": msg}
+    return json.dumps(record, ensure_ascii=False)
+
+
+def _task_fields(env) -> dict:
+    """cluster, role, index: from the pod's environment, or a TF_CONFIG set by hand."""
+    role, index = env.get("TFHELM_TASK_TYPE", ""), env.get("TFHELM_TASK_INDEX", "")
+    if not role:
+        try:
+            task = json.loads(env.get("TF_CONFIG", "") or "{}").get("task", {})
+            role, index = task.get("type", ""), task.get("index", "")
+        except (ValueError, AttributeError):
+            pass
+    return {"cluster": env.get("TFHELM_CLUSTER", ""), "role": role,
+            "index": int(index) if str(index).isdigit() else None}
 
 
 def expand_cluster(spec: dict) -> dict:
@@ -202,6 +249,7 @@ def serve(config: dict) -> int:
     # Report worker/PS failures to the coordinator instead of retrying forever (the
     # documented setting for ParameterServerStrategy clusters).
     os.environ.setdefault("GRPC_FAIL_FAST", "use_caller")
+    start_metrics(config)
     import tensorflow as tf  # noqa: PLC0415 - lazy on purpose: heavy, and only servers need it
 
     resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
@@ -242,11 +290,11 @@ def serve(config: dict) -> int:
     os._exit(128 + received[0])
 
 
-def run_script(path: str, args: list[str]) -> int:
+def run_script(path: str, args: list[str], started=None) -> int:
     """Run the user's script as `__main__` in a child process; return its exit status."""
     if not os.path.isfile(path):
         raise LaunchError(f"script {path} does not exist")
-    return supervise(lambda: _run_path(path, args))
+    return supervise(lambda: _run_path(path, args), started)
 
 
 def _run_path(path: str, args: list[str]) -> int:
@@ -261,7 +309,12 @@ def _run_path(path: str, args: list[str]) -> int:
     except KeyboardInterrupt:
         return 128 + signal.SIGINT
     except BaseException as e:  # noqa: BLE001 - any error of the script ends the task
-        sys.excepthook(type(e), e, e.__traceback__)  # the traceback, as the interpreter prints it
+        if os.environ.get(LOG_FORMAT_ENV) == "json":  # one record, the traceback in a field
+            print(json_line("error", "tfhelm-launcher", error_line(e), **_task_fields(os.environ),
+                            traceback="".join(traceback.format_exception(e)).rstrip()),
+                  file=sys.stderr, flush=True)
+        else:
+            sys.excepthook(type(e), e, e.__traceback__)  # the traceback, as the interpreter prints it
         return failure_exit(e)
     return 0
 
@@ -307,12 +360,13 @@ def termination_message(line: str, environ=None) -> None:
         pass  # nowhere to say it: the log has the error
 
 
-def supervise(child) -> int:
+def supervise(child, started=None) -> int:
     """Run `child()` (it returns an exit status) in a forked process; forward SIGTERM and
     SIGINT to it; return its status, 128 + N if signal N ended it.
 
     The fork happens before TensorFlow is imported (it starts threads), so it is clean, and
-    the child keeps this process's environment, however large TF_CONFIG is.
+    the child keeps this process's environment, however large TF_CONFIG is. `started()` runs
+    in this process after the fork (the metrics server: its thread and socket stay here).
     """
     sys.stdout.flush()
     sys.stderr.flush()
@@ -344,6 +398,8 @@ def supervise(child) -> int:
 
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, forward)
+    if started is not None:
+        started()
     _, status = os.waitpid(pid, 0)  # retried after each handler (PEP 475)
     code = os.waitstatus_to_exitcode(status)
     if code >= 0:
@@ -355,7 +411,7 @@ def supervise(child) -> int:
     return 128 - code
 
 
-def exec_command(argv: list[str], label: str, environ=None) -> int:
+def exec_command(argv: list[str], label: str, environ=None, started=None) -> int:
     """The user's own command, TF_CONFIG in its environment, in a child process (see
     `supervise`); returns its exit status."""
     env = os.environ if environ is None else environ
@@ -376,7 +432,7 @@ def exec_command(argv: list[str], label: str, environ=None) -> int:
             log(f"error: {message}")
             termination_message(message, env)
         return EXIT_NOT_FOUND
-    return supervise(run)
+    return supervise(run, started)
 
 
 def _exit_status(code) -> int:
@@ -499,6 +555,337 @@ def install_packages(target: str, options: list[str], requirements: list[str]) -
         return 0
 
 
+# ---------------------------------------------------------------- metrics (Prometheus text)
+
+def _crc_table() -> list[int]:
+    table = []
+    for n in range(256):
+        for _ in range(8):
+            n = (n >> 1) ^ 0x82F63B78 if n & 1 else n >> 1
+        table.append(n)
+    return table
+
+
+_CRC32C = _crc_table()
+
+
+def crc32c(data: bytes) -> int:
+    """CRC-32C (Castagnoli), the checksum of TFRecord files."""
+    crc, table = 0xFFFFFFFF, _CRC32C
+    for b in data:
+        crc = table[(crc ^ b) & 0xFF] ^ (crc >> 8)
+    return crc ^ 0xFFFFFFFF
+
+
+def masked_crc(data: bytes) -> int:
+    """TFRecord's masked CRC of `data` (rotated right by 15 bits, plus a constant)."""
+    crc = crc32c(data)
+    return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
+
+
+def _varint(buf: bytes, i: int) -> tuple[int, int]:
+    value = shift = 0
+    while True:
+        b = buf[i]
+        i += 1
+        value |= (b & 0x7F) << shift
+        if b < 0x80:
+            return value, i
+        shift += 7
+
+
+def proto_fields(buf: bytes):
+    """(field number, wire type, value) of a protobuf message: ints for varints, bytes else."""
+    i, n = 0, len(buf)
+    while i < n:
+        key, i = _varint(buf, i)
+        wire = key & 7
+        if wire == 0:
+            value, i = _varint(buf, i)
+        elif wire in (1, 5):
+            size = 8 if wire == 1 else 4
+            value, i = buf[i:i + size], i + size
+        elif wire == 2:
+            size, i = _varint(buf, i)
+            value, i = buf[i:i + size], i + size
+        else:
+            raise ValueError(f"protobuf wire type {wire} is not supported")
+        yield key >> 3, wire, value
+
+
+# TensorProto dtypes of a scalar summary -> struct format of their tensor_content.
+_DTYPES = {1: "f", 2: "d", 3: "i", 4: "B", 5: "h", 6: "b", 9: "q", 19: "e"}
+_BFLOAT16 = 14
+
+
+def _tensor_scalar(buf: bytes) -> float | None:
+    """The value of a TensorProto holding one number (tf.summary.scalar's), else None
+    (histograms, images, text: not scalars)."""
+    dtype, content, vals = 0, None, []
+    for num, wire, v in proto_fields(buf):
+        if num == 1:
+            dtype = v
+        elif num == 2 and any(n == 2 for n, _, _ in proto_fields(v)):
+            return None  # a dimension: not a scalar
+        elif num == 4:
+            content = v
+        elif num in (5, 6):  # float_val, double_val: packed or one by one
+            fmt = "<f" if num == 5 else "<d"
+            step = struct.calcsize(fmt)
+            vals += [struct.unpack_from(fmt, v, k)[0] for k in range(0, len(v) - step + 1, step)]
+        elif num in (7, 10, 13) and wire == 0:  # int_val, int64_val, half_val (bits)
+            vals.append(v)
+        elif num in (7, 10, 13):
+            k = 0
+            while k < len(v):
+                x, k = _varint(v, k)
+                vals.append(x)
+    if dtype == _BFLOAT16 or (dtype == 19 and vals and content is None):
+        bits = struct.unpack("<H", content[:2])[0] if content else vals[0] if vals else None
+        if bits is None:
+            return None
+        return (struct.unpack("<f", struct.pack("<I", bits << 16))[0] if dtype == _BFLOAT16
+                else struct.unpack("<e", struct.pack("<H", bits))[0])
+    if dtype not in _DTYPES:
+        return None
+    if content:
+        return float(struct.unpack_from("<" + _DTYPES[dtype], content)[0])
+    if not vals:
+        return None
+    x = vals[0]
+    if dtype in (3, 9) and x >= 1 << 63:
+        x -= 1 << 64
+    return float(x)
+
+
+def parse_event(data: bytes) -> tuple[float, int, list[tuple[str, float]]]:
+    """(wall_time, step, [(tag, value)]) of a serialized Event: its scalar summary values,
+    old-style (simple_value) and TF2 (a scalar tensor)."""
+    wall, step, scalars = 0.0, 0, []
+    for num, wire, v in proto_fields(data):
+        if num == 1 and wire == 1:
+            wall = struct.unpack("<d", v)[0]
+        elif num == 2 and wire == 0:
+            step = v - (1 << 64) if v >= 1 << 63 else v
+        elif num == 5 and wire == 2:
+            for n, _, value in proto_fields(v):
+                if n != 1:
+                    continue
+                tag, number = "", None
+                for f, w, x in proto_fields(value):
+                    if f == 1:
+                        tag = x.decode("utf-8", "replace")
+                    elif f == 2 and w == 5:
+                        number = struct.unpack("<f", x)[0]
+                    elif f == 8:
+                        number = _tensor_scalar(x)
+                if tag and number is not None:
+                    scalars.append((tag, number))
+    return wall, step, scalars
+
+
+class Progress:
+    """The training's latest step and scalars, per directory of event files under `root`.
+
+    Each file is read from where the last scrape stopped; a record still being written
+    (too short) is read next time, a record whose CRC is wrong ends the reading of that file.
+    The newest event (by wall time) of a directory gives its step; each tag keeps its newest
+    value. At most `max_files` files are read (the first, in sorted order)."""
+
+    def __init__(self, root: str, max_files: int = 500):
+        self.root, self.max_files = root, max_files
+        self.offsets: dict[str, int | None] = {}
+        self.runs: dict[str, dict] = {}  # dir -> {"wall", "step", "scalars": {tag: (wall, value)}}
+
+    def update(self) -> None:
+        paths: list[str] = []
+        for here, dirs, names in os.walk(self.root):
+            dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+            paths += [os.path.join(here, n) for n in sorted(names) if ".tfevents." in n]
+            if len(paths) >= self.max_files:
+                break
+        for path in paths[:self.max_files]:
+            self._read(path)
+
+    def _read(self, path: str) -> None:
+        offset = self.offsets.get(path, 0)
+        if offset is None:
+            return
+        run = os.path.relpath(os.path.dirname(path), self.root)
+        try:
+            with open(path, "rb") as f:
+                f.seek(offset)
+                while True:
+                    head = f.read(12)
+                    if len(head) < 12:
+                        break
+                    length, crc = struct.unpack("<QI", head)
+                    if crc != masked_crc(head[:8]):
+                        raise ValueError("bad length checksum")
+                    body = f.read(length + 4)
+                    if len(body) < length + 4:
+                        break
+                    if struct.unpack("<I", body[length:])[0] != masked_crc(body[:length]):
+                        raise ValueError("bad record checksum")
+                    self._event(run, body[:length])
+                    offset += 12 + length + 4
+        except OSError:
+            pass  # gone, or not readable now: try again next time
+        except (ValueError, IndexError, struct.error) as e:
+            log(f"warning: {path}: {e} at byte {offset}; its later records are not read")
+            self.offsets[path] = None
+            return
+        self.offsets[path] = offset
+
+    def _event(self, run: str, data: bytes) -> None:
+        wall, step, scalars = parse_event(data)
+        if not scalars:
+            return
+        r = self.runs.setdefault(run, {"wall": wall, "step": step, "scalars": {}})
+        if wall >= r["wall"]:
+            r["wall"], r["step"] = wall, step
+        for tag, value in scalars:
+            if wall >= r["scalars"].get(tag, (wall, 0))[0]:
+                r["scalars"][tag] = (wall, value)
+
+
+def sample_line(name: str, labels: dict, value) -> str:
+    """One sample in Prometheus' text format, label values escaped (the reaper's too)."""
+    esc = lambda v: str(v).replace("\\", r"\\").replace('"', r"\"").replace("\n", r"\n")  # noqa: E731
+    inside = ",".join(f'{k}="{esc(v)}"' for k, v in labels.items())
+    return f"{name}{{{inside}}} {float(value)!r}" if inside else f"{name} {float(value)!r}"
+
+
+class TaskMetrics:
+    """This task's metrics in Prometheus' text format (`render()`)."""
+
+    HELP = {
+        "tfhelm_task_up": ("gauge", "1 while the task's launcher runs."),
+        "tfhelm_task_start_time_seconds": ("gauge", "When this task's launcher started (Unix time)."),
+        "tfhelm_task_restarts_total": ("counter", "Earlier attempts of this task: failed pods of its "
+                                       "Job index, and container restarts in this pod."),
+        "tfhelm_task_decides_completion": ("gauge", "1 on the tasks whose Job decides when training "
+                                           "is done (the chief if there is one, else the workers)."),
+        "tfhelm_train_step": ("gauge", "Step of the newest summary in the run's event files, per directory."),
+        "tfhelm_train_scalar": ("gauge", "Newest value of each scalar summary, per directory and tag."),
+        "tfhelm_train_last_event_time_seconds": ("gauge", "Wall time of the newest summary, per directory."),
+    }
+
+    def __init__(self, config: dict, environ=None, clock=time.time):
+        env = os.environ if environ is None else environ
+        task, cluster = config["task"], config["cluster"]
+        self.labels = {"cluster": env.get("TFHELM_CLUSTER", ""), "role": task["type"],
+                       "index": str(task["index"])}
+        self.start = clock()
+        self.restarts = self._restarts(env)
+        first = ("chief", 0) if cluster.get("chief") else ("worker", 0)
+        self.decides = task["type"] == first[0]
+        log_dir = env.get("TFHELM_LOG_DIR", "")
+        reports = env.get("TFHELM_METRICS_PROGRESS", "1") != "0" and (task["type"], task["index"]) == first
+        self.progress = Progress(log_dir) if reports and log_dir else None
+        self.lock = threading.Lock()
+
+    def _restarts(self, env) -> int:
+        """Failed pods of this Job index (the Job controller's annotations, through the
+        downward API), plus starts of this container before this one: a count kept in the
+        pod's /tmp (an emptyDir survives container restarts)."""
+        count = sum(int(env.get(k, "") or 0) for k in ("TFHELM_INDEX_FAILURES", "TFHELM_INDEX_IGNORED_FAILURES")
+                    if (env.get(k, "") or "0").isdigit())
+        path = os.path.join(env.get("TFHELM_STATE_DIR", "/tmp"), ".tfhelm-starts")
+        try:
+            with open(path, "a+", encoding="utf-8") as f:
+                f.seek(0)
+                before = len(f.read())
+                f.write("x")
+            count += before
+        except OSError:
+            pass
+        return count
+
+    def render(self) -> str:
+        samples = {"tfhelm_task_up": [(self.labels, 1)],
+                   "tfhelm_task_start_time_seconds": [(self.labels, self.start)],
+                   "tfhelm_task_restarts_total": [(self.labels, self.restarts)]}
+        if self.decides:
+            samples["tfhelm_task_decides_completion"] = [(self.labels, 1)]
+        if self.progress is not None:
+            with self.lock:
+                self.progress.update()
+                runs = sorted(self.progress.runs.items())
+            for run, r in runs:
+                at = {**self.labels, "dir": run}
+                samples.setdefault("tfhelm_train_step", []).append((at, r["step"]))
+                samples.setdefault("tfhelm_train_last_event_time_seconds", []).append((at, r["wall"]))
+                for tag, (_, value) in sorted(r["scalars"].items()):
+                    samples.setdefault("tfhelm_train_scalar", []).append(({**at, "tag": tag}, value))
+        out = []
+        for name, rows in samples.items():
+            kind, text = self.HELP[name]
+            out += [f"# HELP {name} {text}", f"# TYPE {name} {kind}"]
+            out += [sample_line(name, labels, value) for labels, value in rows]
+        return "\n".join(out) + "\n"
+
+
+def start_metrics(config: dict, environ=None):
+    """Serve this task's `TaskMetrics` on TFHELM_METRICS_PORT; None when it is unset, or when
+    anything goes wrong (said in a warning: metrics never stop a training)."""
+    env = os.environ if environ is None else environ
+    port = env.get(METRICS_PORT_ENV, "")
+    if not port.isdigit():
+        return None
+    try:
+        return serve_metrics(int(port), TaskMetrics(config, env).render)
+    except Exception as e:  # noqa: BLE001 - a bug here must not end the task
+        log(f"warning: metrics not served: {type(e).__name__}: {e}")
+        return None
+
+
+def serve_metrics(port: int, render, say=None):
+    """Serve `render()` as Prometheus text at /metrics on `port` (all addresses, IPv6 and
+    IPv4) from a daemon thread; the server, or None if the port is taken (said: metrics never
+    stop a training). The reaper serves its own metrics with this too (`say`: its log)."""
+    say = say or log
+    import socket  # noqa: PLC0415 - only processes that serve metrics need these
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer  # noqa: PLC0415
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 - http.server's name
+            if self.path.split("?")[0] not in ("/metrics", "/"):
+                self.send_error(404)
+                return
+            body = render().encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *_args):
+            pass
+
+    class DualStack(ThreadingHTTPServer):
+        address_family = socket.AF_INET6
+
+        def server_bind(self):
+            self.socket.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+            super().server_bind()
+
+    server, error = None, None
+    for cls, host in ((DualStack, "::"), (ThreadingHTTPServer, "0.0.0.0")):
+        try:
+            server = cls((host, port), Handler)
+            break
+        except OSError as e:
+            error = e
+    if server is None:
+        say(f"warning: metrics not served: port {port}: {error.strerror}")
+        return None
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, name="tfhelm-metrics", daemon=True).start()
+    say(f"metrics on :{server.server_address[1]}/metrics")
+    return server
+
+
 def _bad_arguments(mode: str, rest: list[str]) -> bool:
     if mode in ("server", "tfconfig"):
         return bool(rest)
@@ -531,12 +918,13 @@ def main(argv: list[str] | None = None) -> int:
         if mode == "server":
             return serve(config)
         check_keras()
+        started = lambda: start_metrics(config)  # noqa: E731 - after the fork, in this process
         if mode == "exec":
             command = rest[1:] if rest[0] == "--" else rest
-            return exec_command(command, task_label(config))
+            return exec_command(command, task_label(config), started=started)
         log(f"{task_label(config)} running {rest[0]}"
             + (f" with {' '.join(rest[1:])}" if rest[1:] else ""))
-        return run_script(rest[0], rest[1:])
+        return run_script(rest[0], rest[1:], started)
     except LaunchError as e:
         log(f"error: {e}")
         termination_message(str(e))

@@ -21,6 +21,10 @@ CASES = [
                     "code": {"source": "url", "url": "http://files/train.py", "script": "train.py"},
                     "commonAnnotations": {"a": "b"}, "nodeSelector": {"pool": "tf"},
                     "serviceAccount": {"create": True}, "global": {"imageRegistry": "mirror:5000"}}),
+    ("tf-cluster", {"logFormat": "json", "reaper": {"enabled": True}, "chief": {"enabled": True},
+                    "monitoring": {"podMonitor": {"enabled": True, "labels": {"release": "kps"}},
+                                   "prometheusRule": {"enabled": True}, "dashboard": {"enabled": True}}}),
+    ("user-env", {"networkPolicy": {"metricsFrom": [{"namespaceSelector": {"matchLabels": {"team": "obs"}}}]}}),
     ("user-env", {"notebook": {"token": {"existingSecret": "tok"}, "ingress": {"enabled": True}}}),
 ]
 

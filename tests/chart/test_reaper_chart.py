@@ -73,7 +73,7 @@ def test_deployment_runs_tfhelm_reap_restricted_with_its_own_token():
     (c,) = pod["containers"]
     assert c["command"] == ["tfhelm"] and c["args"] == [
         "reap", "mnist", "--namespace=team-a", "--grace=5", "--completion=chief", "--on-failure=reap",
-        "--forever", "--delete-directly"]
+        "--forever", "--delete-directly", "--metrics-port=9090"]
     assert c["image"] == f"tfhelm/tfhelm:{chart_version()}", "tag defaults to the chart's version (tfhelm's)"
     assert pod["serviceAccountName"] == "mnist-reaper" and pod["automountServiceAccountToken"] is True
     (sa,) = by_kind(m, "ServiceAccount")

@@ -284,8 +284,10 @@ def test_the_spec_checksum_changes_with_the_hosts():
 
 def test_stored_release_is_small_at_100000_workers(tf_chart):
     """Helm stores each release (manifest and chart) in one Secret of at most 1 MiB; the
-    spec does not grow with N, so 100,000 workers stay under 64 KiB stored and no object
-    nears the 1 MiB object limit."""
+    spec does not grow with N, so 100,000 workers stay under 88 KiB stored and no object
+    nears the 1 MiB object limit. (64 KiB until the launcher's metrics and JSON logs and
+    templates/monitoring/: ~20 KB that do not grow with N; the launcher is stored twice, as a
+    chart file and in the config ConfigMap.)"""
     values = {"worker": {"replicas": 100_000}, "ps": {"replicas": 4}}
     result = helm("template", "mnist", tf_chart, "-n", "team-a", "-f", "-", stdin=json.dumps(values))
     assert result.returncode == 0, result.stderr
@@ -293,7 +295,7 @@ def test_stored_release_is_small_at_100000_workers(tf_chart):
     assert max(map(len, docs)) < 256 * 1024
     # The model leaves out what Helm adds around it (notes, hook records, timestamps): a real
     # install stored ~2.4 KB more (61,056 vs 58,664 bytes; tests/cluster measures it).
-    assert stored_release(Path(tf_chart), result.stdout, values, "mnist", "team-a") < 60 * 1024
+    assert stored_release(Path(tf_chart), result.stdout, values, "mnist", "team-a") < 84 * 1024
 
 
 @pytest.mark.parametrize("values,message", [

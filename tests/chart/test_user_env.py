@@ -152,6 +152,21 @@ def test_network_policy_follows_exposure():
     assert not by_kind(env_render({"networkPolicy": {"enabled": False}}), "NetworkPolicy")
 
 
+def test_the_platforms_prometheus_may_scrape_the_task_pods_metrics_port_only():
+    """User namespaces shut other namespaces out; `networkPolicy.metricsFrom` lets the
+    monitoring namespace reach the `metrics` port (tf-cluster's `metrics.port`, by name) of TF
+    cluster pods, and nothing else."""
+    assert "user-env-metrics" not in [p["metadata"]["name"] for p in by_kind(env_render(), "NetworkPolicy")]
+    peers = [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}]
+    spec = named(env_render({"networkPolicy": {"metricsFrom": peers}}), "NetworkPolicy", "user-env-metrics")["spec"]
+    assert spec["podSelector"] == {"matchExpressions": [{"key": "tfhelm.io/cluster", "operator": "Exists"}]}
+    assert spec["ingress"] == [{"ports": [{"port": "metrics", "protocol": "TCP"}], "from": peers}]
+    from tfhelm.manifests import render as render_chart
+    task_pods = [m["spec"]["template"] for m in render_chart({}, "mnist", "team-a") if m["kind"] in ("Job", "Deployment")]
+    assert task_pods and all("tfhelm.io/cluster" in t["metadata"]["labels"] for t in task_pods)
+    assert all("metrics" in [p["name"] for c in t["spec"]["containers"] for p in c.get("ports", [])] for t in task_pods)
+
+
 def restricted_violations(pod: dict) -> list[str]:
     """Pod Security Standards "restricted", as far as the pod spec shows it."""
     sc = pod.get("securityContext", {})

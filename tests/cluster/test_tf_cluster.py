@@ -131,7 +131,8 @@ def test_a_rejected_object_leaves_no_release_behind(namespace):
 
 def test_a_release_of_100000_workers_is_stored_small(namespace, core):
     """The stored release (Helm's Secret: gzip + base64 of the release and its chart) is
-    under 64 KiB at 100,000 workers, and as large as at 8. A quota of zero pods keeps the
+    under 88 KiB at 100,000 workers (64 KiB before the launcher's metrics and
+    templates/monitoring/, which do not grow with N), and as large as at 8. A quota of zero pods keeps the
     Job controller from making 100,000 pods here: the release is what is measured."""
     core.create_namespaced_resource_quota(namespace, client.V1ResourceQuota(
         metadata=client.V1ObjectMeta(name="no-pods"), spec=client.V1ResourceQuotaSpec(hard={"pods": "0"})))
@@ -144,5 +145,5 @@ def test_a_release_of_100000_workers_is_stored_small(namespace, core):
         secret = core.read_namespaced_secret(f"sh.helm.release.v1.{release}.v1", namespace)
         sizes[workers] = len(base64.b64decode(secret.data["release"]))
         assert helm("uninstall", release, "-n", namespace).returncode == 0
-    assert sizes[100_000] < 64 * 1024, sizes
+    assert sizes[100_000] < 88 * 1024, sizes
     assert abs(sizes[100_000] - sizes[8]) < 64, sizes  # the count's digits and compression noise

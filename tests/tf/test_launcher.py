@@ -352,3 +352,43 @@ def test_a_package_that_cannot_be_installed_is_the_tasks_one_line_reason(tmp_pat
         "pip could not install nosuchpackage==9.9: ERROR: Could not find a version that satisfies the "
         "requirement nosuchpackage==9.9 (from versions: none)\n")
     assert not (target / launcher.PACKAGES_MARKER).exists()  # the next attempt would try again
+
+
+@pytest.mark.needs_tf
+def test_progress_reads_what_tf_summary_writes(tmp_path):
+    """Event files written by TensorFlow's own summary writer (TF2 tensors, a v1 simple_value),
+    read by the launcher's standard-library reader: the newest step and every scalar."""
+    code = f"""
+import importlib.util
+import tensorflow as tf
+from tensorflow.core.framework import summary_pb2
+HAVE_TB = importlib.util.find_spec("tensorboard") is not None
+scalars = summary_pb2.SummaryMetadata(plugin_data=summary_pb2.SummaryMetadata.PluginData(plugin_name="scalars"))
+w = tf.summary.create_file_writer({str(tmp_path / "train")!r})
+with w.as_default():
+    for step in range(1, 6):
+        # What tf.summary.scalar writes (TF 2.21 has it only with the tensorboard package).
+        tf.summary.write("loss", tf.constant(1.0 / step, tf.float32), step=step, metadata=scalars)
+        tf.summary.write("steps_per_sec", tf.constant(2.5, tf.float64), step=step, metadata=scalars)
+        tf.summary.write("weights", tf.random.normal([10, 3]), step=step)  # a histogram's shape
+        tf.summary.write("note", tf.constant("not a scalar"), step=step)
+        if HAVE_TB:
+            tf.summary.scalar("epoch_loss", 0.5, step=step)
+w.flush()
+with tf.compat.v1.Graph().as_default():
+    v1 = tf.compat.v1.summary.FileWriter({str(tmp_path / "eval")!r})
+    v1.add_summary(tf.compat.v1.Summary(value=[tf.compat.v1.Summary.Value(tag="accuracy", simple_value=0.75)]), 7)
+    v1.flush()
+print(HAVE_TB)
+"""
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+    assert result.returncode == 0, result.stderr
+    p = launcher.Progress(str(tmp_path))
+    p.update()
+    assert p.runs["train"]["step"] == 5
+    expected = {"loss": pytest.approx(0.2), "steps_per_sec": 2.5}
+    if result.stdout.strip() == "True":
+        expected["epoch_loss"] = 0.5
+    assert {t: v for t, (_, v) in p.runs["train"]["scalars"].items()} == expected
+    assert p.runs["eval"]["step"] == 7 and p.runs["eval"]["scalars"]["accuracy"][1] == 0.75

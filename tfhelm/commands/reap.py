@@ -22,33 +22,55 @@ if TYPE_CHECKING:
 
 
 def run_reaper(kube: Kube, namespace: str, name: str | None, config: ReapConfig, console: Console,
-               *, forever: bool = False, helm=None) -> Result | None:
+               *, forever: bool = False, helm=None, log_format: str = "plain",
+               metrics=None) -> Result | None:
     """Reap one cluster (or, with name None, every cluster of the namespace, forever).
-    Decisions are printed as lines; the wait shows as a spinner on a terminal."""
+    Decisions are printed as lines (`json`: one JSON object each, on stderr, no spinner); the
+    wait shows as a spinner on a terminal."""
     from tfhelm.reaper import KubeReapClient, Reaper
 
     kube.ping()
     client = KubeReapClient(kube, helm)
     interactive = console.is_terminal
+    if log_format == "json":
+        return Reaper(client, namespace, name, config, forever=forever, log_record=json_record,
+                      metrics=metrics).run()
 
     def line(text: str) -> None:
         stamp = datetime.now().strftime("%H:%M:%S")
         console.print(f"[dim]{stamp}[/dim] {escape(text)}", highlight=False, soft_wrap=True)
 
     if not interactive:
-        return Reaper(client, namespace, name, config, forever=forever, log_line=line).run()
+        return Reaper(client, namespace, name, config, forever=forever, log_line=line,
+                      metrics=metrics).run()
     with console.status(f"watching {namespace}/{name or '*'}") as spinner:
         def on_status(cluster: str, text: str) -> None:
             spinner.update(escape(f"{namespace}/{cluster}: {text}"))
         return Reaper(client, namespace, name, config, forever=forever, log_line=line,
-                      on_status=on_status).run()
+                      on_status=on_status, metrics=metrics).run()
 
 
-def summarize(result: Result, namespace: str, console: Console) -> int:
+def json_record(record: dict) -> None:
+    """One reaper log record as a line of JSON on stderr (the launcher's shape)."""
+    from tfhelm.launcher import json_line
+
+    print(json_line(record.pop("level"), "tfhelm-reaper", record.pop("msg"), **record),
+          file=sys.stderr, flush=True)
+
+
+def summarize(result: Result, namespace: str, console: Console, log_format: str = "plain") -> int:
     """The closing line; returns the exit code (1 when training failed)."""
     from tfhelm.reaper import KEEP
 
     where = f"{namespace}/{result.cluster}"
+    if log_format == "json":
+        failed = result.outcome != "Complete"
+        json_record({"level": "warning" if failed else "info", "namespace": namespace,
+                     "cluster": result.cluster, "msg": f"{'kept' if result.action == KEEP else 'reaped'}: "
+                     + (result.message if result.action == KEEP else
+                        "; ".join(result.removed) or "parameter servers already gone")
+                     + (" (training failed)" if failed and result.action != KEEP else "")})
+        return 0 if not failed else 1
     if result.action == KEEP:
         console.print(f"[yellow]kept[/yellow] {escape(where)}: {escape(result.message)}",
                       highlight=False, soft_wrap=True)
@@ -96,7 +118,13 @@ def reap(name: Annotated[Optional[str], typer.Argument(
          delete_directly: Annotated[bool, typer.Option(
              "--delete-directly",
              help="Delete the PS Deployments and Services by name and never run Helm (the "
-                  "in-cluster reaper: no access to Secrets; the NAME-ps release record stays).")] = False):
+                  "in-cluster reaper: no access to Secrets; the NAME-ps release record stays).")] = False,
+         log_format: Annotated[str, typer.Option(
+             "--log-format", help="plain (lines for humans) or json (one JSON object a line, for "
+             "log collectors: ts, level, logger, namespace, cluster, msg).")] = "plain",
+         metrics_port: Annotated[int, typer.Option(
+             "--metrics-port", help="Serve Prometheus metrics (clusters watched, reaps, reap latency, "
+             "errors) at :PORT/metrics; 0: none.")] = 0):
     """Remove a cluster's parameter servers once training is done; PVCs and Jobs stay.
 
     Exit code 1 when training failed (the PS are kept unless --on-failure reap)."""
@@ -110,14 +138,32 @@ def reap(name: Annotated[Optional[str], typer.Argument(
                         else "missing cluster name", "e.g. tfhelm reap mnist -n team-a")
     if name:
         spec.validate_name(name, field="NAME")
+    if log_format not in ("plain", "json"):
+        raise SpecError("--log-format", f"'{log_format}' is not a log format", "use plain or json")
+    if not 0 <= metrics_port <= 65535:
+        raise SpecError("--metrics-port", f"{metrics_port} is not a port", "use 1-65535, or 0 for none")
     config = ReapConfig(grace, completion, on_failure, delete_directly).validate()
     ns = o.namespace_of(namespace)
     if name and not (forever or delete_directly) and _remove_interrupted(name, ns):
         return
     try:
-        result = run_reaper(Kube(), ns, name, config, err, forever=forever or all_clusters)
+        metrics = None
+        if metrics_port:
+            from tfhelm.reaper.metrics import ReaperMetrics, serve
+
+            metrics = ReaperMetrics()
+
+            def say(text: str) -> None:
+                level = "warning" if text.startswith("warning: ") else "info"
+                if log_format == "json":
+                    json_record({"level": level, "namespace": ns, "msg": text.removeprefix("warning: ")})
+                else:
+                    err.print(escape(text), highlight=False, soft_wrap=True)
+            serve(metrics, metrics_port, say)
+        result = run_reaper(Kube(), ns, name, config, err, forever=forever or all_clusters,
+                            log_format=log_format, metrics=metrics)
     except KeyboardInterrupt:  # the PS stay; running `tfhelm reap` again picks up from here
         err.print("interrupted: nothing was removed that was not reported above")
         sys.exit(130)
-    if result is not None and summarize(result, ns, err):
+    if result is not None and summarize(result, ns, err, log_format):
         raise typer.Exit(TRAINING_FAILED)

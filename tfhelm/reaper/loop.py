@@ -89,6 +89,8 @@ class Reaper:
     def __init__(self, client: ReapClient, namespace: str, cluster: str | None = None,
                  config: ReapConfig = ReapConfig(), *, forever: bool = False,
                  log_line: Callable[[str], None] = print,
+                 log_record: Callable[[dict], None] | None = None,
+                 metrics=None,
                  on_status: Callable[[str, str], None] | None = None,
                  clock: Callable[[], float] = time.time, workers: int = 8,
                  backoff: tuple[float, float] = (0.2, 5.0)):
@@ -96,6 +98,8 @@ class Reaper:
         self.config = config.validate()
         self.forever = forever or cluster is None
         self.log_line, self.on_status, self.clock = log_line, on_status, clock
+        self.log_record = log_record  # structured lines (--log-format json), instead of log_line
+        self.metrics = metrics  # a tfhelm.reaper.metrics.ReaperMetrics, or None
         self.backoff = backoff
         self.selector = f"{CLUSTER_LABEL}={cluster}" if cluster else CLUSTER_LABEL
         self._jobs: dict[str, JobRow] = {}  # by uid
@@ -159,7 +163,7 @@ class Reaper:
                 if not got and time.monotonic() - started < 1:
                     raise ConnectionError("watch ended at once")  # don't spin: back off
             except Gone:
-                self._events.put(Note(f"{self.namespace}: watch expired (410 Gone); listing Jobs again"))
+                self._events.put(Note("watch expired (410 Gone); listing Jobs again"))
                 rv = None
             except Exception as e:  # the API server went away, a connection dropped...
                 if self._stop.is_set():
@@ -199,7 +203,7 @@ class Reaper:
             case Listed(jobs):
                 self._sync(jobs)
                 if self._watch_errors:
-                    self._say(f"{self.namespace}: watching again")
+                    self._say("watching again")
                     self._watch_errors = 0
             case JobChanged(kind, job):
                 self._apply(kind, job)
@@ -207,9 +211,11 @@ class Reaper:
                 self._say(line)
             case WatchFailed(reason):
                 self._watch_errors += 1
+                if self.metrics:
+                    self.metrics.error("watch")
                 n = self._watch_errors
                 if n in (1, 10) or n % 100 == 0:  # a line, not a flood
-                    self._say(f"{self.namespace}: API server unreachable, retrying ({reason})")
+                    self._say(f"API server unreachable, retrying ({reason})", level="warning")
             case ActionDone(decision, result, error):
                 self._finished(decision, result, error)
 
@@ -226,9 +232,9 @@ class Reaper:
         """Say at once what can never work, instead of waiting forever."""
         for cluster, jobs in sorted(self._clusters().items()):
             if never_finishes(jobs, self.config):
-                self._say(f"{self.namespace}/{cluster}: warning: the workers only run TF servers "
+                self._say("warning: the workers only run TF servers "
                           f"(in-graph) and never finish; completion '{self.config.completion}' "
-                          "will not hold (use auto or chief)")
+                          "will not hold (use auto or chief)", cluster, "warning")
             d = decide(cluster, jobs, self.config, self.clock())
             if d.job is None and not self.forever:
                 raise SpecError("--completion", f"{self.namespace}/{cluster}: {d.message}",
@@ -271,7 +277,10 @@ class Reaper:
 
     def _evaluate(self) -> None:
         now = self.clock()
-        for cluster, jobs in sorted(self._clusters().items()):
+        clusters = self._clusters()
+        if self.metrics:
+            self.metrics.watching(len(clusters))
+        for cluster, jobs in sorted(clusters.items()):
             if cluster in self._busy or self._retry_at.get(cluster, 0) > now:
                 continue
             d = self._decide(cluster, jobs, now)
@@ -286,7 +295,7 @@ class Reaper:
                 continue
             self._busy.add(cluster)
             self._retry_at.pop(cluster, None)
-            self._say(f"{self.namespace}/{cluster}: {d.message}")
+            self._say(d.message, cluster)
             self._pool.submit(self._act, d)
 
     def _decide(self, cluster: str, jobs: list[JobRow], now: float) -> Decision:
@@ -362,25 +371,36 @@ class Reaper:
         if error is not None and forbidden(error):
             raise user_facing(error) or error
         if error is not None:
+            if self.metrics:
+                self.metrics.error("action")
             wait = self.backoff[1]
             self._retry_at[d.cluster] = self.clock() + wait
-            self._say(f"{self.namespace}/{d.cluster}: {d.action} failed, retrying in {wait:g}s: "
-                      f"{type(error).__name__}: {error}".splitlines()[0])
+            self._say(f"{d.action} failed, retrying in {wait:g}s: "
+                      f"{type(error).__name__}: {error}".splitlines()[0], d.cluster, "error")
             return
         self._retry_at.pop(d.cluster, None)
         if d.action == GRACE:
             run.announced = True
             return
         run.result = result
+        if self.metrics:
+            self.metrics.done(d.cluster, result.action, result.outcome,
+                              self.clock() - d.due if result.action == REAP and d.due else None)
         verb = "reaped" if result.action == REAP else "kept"
         what = (("; ".join(result.removed) or "nothing left to remove") if result.action == REAP
                 else "parameter servers left running")
-        self._say(f"{self.namespace}/{d.cluster}: {verb}: {what}")
+        self._say(f"{verb}: {what}", d.cluster)
 
     # -- output
 
-    def _say(self, line: str) -> None:
-        self.log_line(line)
+    def _say(self, text: str, cluster: str | None = None, level: str = "info") -> None:
+        """A line about the namespace or one of its clusters: `ns/cluster: text` for
+        log_line, or a record (level, namespace, cluster, msg) for log_record."""
+        if self.log_record is not None:
+            msg = text.removeprefix(f"{level}: ")
+            self.log_record({"level": level, "namespace": self.namespace, "cluster": cluster, "msg": msg})
+        else:
+            self.log_line(f"{self.namespace}/{cluster}: {text}" if cluster else f"{self.namespace}: {text}")
 
     def _status(self, cluster: str, text: str) -> None:
         if self._last_status.get(cluster) == text:
@@ -388,5 +408,5 @@ class Reaper:
         if self.on_status:
             self.on_status(cluster, text)
         elif cluster not in self._last_status:  # no spinner: one line, not one per task
-            self._say(f"{self.namespace}/{cluster}: {text}")
+            self._say(text, cluster)
         self._last_status[cluster] = text

@@ -11,7 +11,7 @@ these rules; tests/chart/test_agreement.py proves both agree for many shapes.
 {{/*
 The cluster's generation: a short hash of what its pods are made from (every value except
 `components`, which only splits the cluster into releases, `reaper`, and what no task pod
-carries: `test`, `commonAnnotations` and `enabled`; plus the chart's version). Null values
+carries: `test`, `monitoring`, `commonAnnotations` and `enabled`; plus the chart's version). Null values
 are left out of the hash: Helm 3 keeps the chart's null defaults, Helm 4 drops them, and
 both must name the Jobs alike. Both releases of a split cluster compute the same one. A Job's pod template
 cannot change in place, so a Job's name carries the generation: a change makes Helm (or
@@ -20,7 +20,7 @@ its ReplicaSets, and `helm rollback` brings the old names back. tfhelm reads it 
 rendered chart (the config ConfigMap), never recomputes it.
 */}}
 {{- define "tf-cluster.generation" -}}
-{{- $v := omit .Values "components" "reaper" "test" "commonAnnotations" "enabled" | toJson -}}
+{{- $v := omit .Values "components" "reaper" "test" "monitoring" "commonAnnotations" "enabled" | toJson -}}
 {{- $v = regexReplaceAll `"[^"]*":null,?` $v "" | replace ",}" "}" -}}
 {{- printf "%s/%s/%s" .Chart.Version .Chart.AppVersion $v | sha256sum | trunc 6 -}}
 {{- end }}
@@ -60,6 +60,18 @@ a split cluster can be uninstalled alone. */}}
 {{/* The in-cluster reaper's Deployment, ServiceAccount, Role and RoleBinding. */}}
 {{- define "tf-cluster.reaperName" -}}
 {{- printf "%s-reaper" (include "tf-cluster.name" .) -}}
+{{- end }}
+
+{{/* The monitoring objects (templates/monitoring/): `<cluster>-<part>`; call with
+(dict "root" $ "part" "dashboard"). */}}
+{{- define "tf-cluster.monitoringName" -}}
+{{- printf "%s-%s" (include "tf-cluster.name" .root) .part -}}
+{{- end }}
+
+{{/* A PromQL regex of the names of this cluster's pods (PS, Job tasks, the reaper), for the
+series of cAdvisor and kube-state-metrics, which carry no pod labels. */}}
+{{- define "tf-cluster.podRegex" -}}
+{{- printf "%s-(ps-[0-9]+|(chief|worker|evaluator)-[0-9a-f]{6}-[0-9]+|reaper)-.+" (include "tf-cluster.name" .) -}}
 {{- end }}
 
 {{/* `<ns>.svc[.<domain>]:<port>`: the part every host shares. */}}

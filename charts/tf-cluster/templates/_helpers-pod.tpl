@@ -108,6 +108,9 @@ spec:
         - {name: HOME, value: /tmp}
         - {name: PYTHONUNBUFFERED, value: "1"}
         - {name: TFHELM_TERMINATION_LOG, value: /dev/termination-log}
+        {{- if eq $v.logFormat "json" }}
+        - {name: TFHELM_LOG_FORMAT, value: json}
+        {{- end }}
         {{- /* The role's own settings too: PIP_* (a private index, its credentials), proxies. */}}
         {{- with $r.env }}
         {{- toYaml . | nindent 8 }}
@@ -157,6 +160,9 @@ spec:
       {{- end }}
       ports:
         - {name: tf, containerPort: {{ $v.port }}}
+        {{- if $v.metrics.enabled }}
+        - {name: metrics, containerPort: {{ $v.metrics.port }}}
+        {{- end }}
       # The launcher writes why a task failed (one line) to /dev/termination-log; a command
       # that does not says it in its log's last lines.
       terminationMessagePolicy: FallbackToLogsOnError
@@ -182,6 +188,24 @@ spec:
         - {name: PYTHONUNBUFFERED, value: "1"}
         - {name: TFHELM_TERMINATION_LOG, value: /dev/termination-log}
         - {name: TFHELM_RETRY_ERRORS, value: {{ join "," $v.failurePolicy.retryErrors | toJson }}}
+        {{- if eq $v.logFormat "json" }}
+        - {name: TFHELM_LOG_FORMAT, value: json}
+        {{- end }}
+        {{- if $v.metrics.enabled }}
+        - {name: TFHELM_METRICS_PORT, value: {{ $v.metrics.port | quote }}}
+        {{- if not $v.metrics.trainingProgress }}
+        - {name: TFHELM_METRICS_PROGRESS, value: "0"}
+        {{- end }}
+        {{- if not $isPS }}
+        {{- /* Earlier failed pods of this index (the Job controller's annotations): tfhelm_task_restarts_total. */}}
+        {{- range $env, $key := dict "TFHELM_INDEX_FAILURES" "job-index-failure-count" "TFHELM_INDEX_IGNORED_FAILURES" "job-index-ignored-failure-count" }}
+        - name: {{ $env }}
+          valueFrom:
+            fieldRef:
+              fieldPath: metadata.annotations['batch.kubernetes.io/{{ $key }}']
+        {{- end }}
+        {{- end }}
+        {{- end }}
         {{- with toString $v.keras }}
         {{- if ne . "auto" }}
         - {name: TF_USE_LEGACY_KERAS, value: {{ ternary "1" "0" (eq . "2") | quote }}}

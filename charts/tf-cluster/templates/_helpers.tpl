@@ -70,6 +70,9 @@ NOTES.txt, so `helm install` and `helm template` (Argo CD) both fail with the me
 {{- if and (eq $v.code.source "configMap") (not $v.code.configMap) -}}
 {{- fail "code.configMap is required when code.source is \"configMap\" (name the ConfigMap holding code.script)" -}}
 {{- end -}}
+{{- if and $v.metrics.enabled (eq (int $v.metrics.port) (int $v.port)) -}}
+{{- fail (printf "metrics.port %d is the TensorFlow servers' port: choose another one" (int $v.metrics.port)) -}}
+{{- end -}}
 {{- if and (eq $v.components "ps") (eq (int $v.ps.replicas) 0) -}}
 {{- fail "components is \"ps\" but ps.replicas is 0: this release would be empty" -}}
 {{- end -}}

@@ -51,11 +51,15 @@ def test_plain_helm_install_trains_between_graph_and_the_in_cluster_reaper_remov
     run("helm", "install", "bg", str(chart_path()), "-n", namespace, "-f", "-", *SMALL,
         *nodes.pin("ps", ps_node), *nodes.pin("worker", worker_node), stdin=yaml.safe_dump(values))
     workers = job_of(namespace, "bg", "worker")  # named by the cluster's generation
+    # Where the pods run, read once all are scheduled: the reaper (grace 1 s) may have removed
+    # the PS by the time the Job's completion is seen.
+    where = wait_for(lambda: (w := placement(core, namespace, "bg")).keys() >= {"ps", "worker"}
+                     and None not in w["ps"] | w["worker"] and w, 300, what="the PS and workers scheduled")
     assert wait_for(lambda: job_condition(batch, namespace, workers), 600, interval=2,
                     what="the worker Job to finish") == "Complete", pod_logs(core, namespace, "tfhelm.io/cluster=bg")
     logs = pod_logs(core, namespace, "app.kubernetes.io/component=worker")
     assert any("loss" in text for text in logs.values()), logs
-    where = placement(core, namespace, "bg")  # every worker's gRPC to the PS crossed nodes
+    # every worker's gRPC to the PS crossed nodes
     assert where["ps"] == {ps_node} and where["worker"] == {worker_node}, where
     logs_dir = volume_dir(core, namespace, "bg-logs") / "bg"
     assert latest_checkpoint_step(logs_dir / "checkpoints") >= 60

@@ -7,10 +7,7 @@
 # generated from those types with controller-gen, as helm-controller's own Makefile does.
 set -euo pipefail
 out=$1
-repo=$(cd "$(dirname "$0")/.." && pwd)
-export GOTOOLCHAIN=local
-v() { sed -n "s/^$1[[:space:]]*:=[[:space:]]*//p" "$repo/mk/versions.mk"; }
-dir() { go mod download -json "$1" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",*$/\1/p'; }
+source "$(dirname "$0")/module-files.sh"
 
 mkdir -p "$out"
 argo=$(dir "github.com/argoproj/argo-cd/v3@$(v ARGOCD_VERSION)")

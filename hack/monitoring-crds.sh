@@ -4,10 +4,7 @@
 #   hack/monitoring-crds.sh OUT_DIR
 set -euo pipefail
 out=$1
-repo=$(cd "$(dirname "$0")/.." && pwd)
-export GOTOOLCHAIN=local
-v() { sed -n "s/^$1[[:space:]]*:=[[:space:]]*//p" "$repo/mk/versions.mk"; }
-dir() { go mod download -json "$1" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",*$/\1/p'; }
+source "$(dirname "$0")/module-files.sh"
 
 mkdir -p "$out"
 operator=$(dir "github.com/prometheus-operator/prometheus-operator@$(v PROMETHEUS_OPERATOR_VERSION)")

@@ -209,12 +209,18 @@ def _make_cgroups(name: str) -> None:
         (CGROUP_ROOT / name / "cgroup.subtree_control").write_text(enable)
 
 
+def _subtree(d: Path) -> list[Path]:
+    """A cgroup and every cgroup under it, parents first. os.walk, not Path.rglob: the kubelet
+    removes pod cgroups while we walk, and rglob fails on a directory that went away."""
+    return [Path(top) for top, _, _ in os.walk(d)]
+
+
 def _cgroup_pids(name: str) -> set[int]:
     pids: set[int] = set()
     for d in _cgroup_dirs(name):
-        for procs in d.rglob("cgroup.procs") if d.is_dir() else ():
+        for sub in _subtree(d):
             try:
-                pids.update(int(p) for p in procs.read_text().split())
+                pids.update(int(p) for p in (sub / "cgroup.procs").read_text().split())
             except OSError:
                 pass
     return pids
@@ -222,10 +228,8 @@ def _cgroup_pids(name: str) -> set[int]:
 
 def _remove_cgroups(name: str) -> None:
     for d in _cgroup_dirs(name):
-        if d.is_dir():
-            for sub in sorted((p for p in d.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)):
-                sub.rmdir()
-            d.rmdir()
+        for sub in reversed(_subtree(d)):  # children before their parents
+            sub.rmdir()
 
 
 def _freezer(name: str) -> Path:

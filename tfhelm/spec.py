@@ -1,6 +1,6 @@
 """The TensorFlow cluster spec: names, hosts and TF_CONFIG, without any I/O.
 
-This module mirrors the chart's `templates/_helpers-names.tpl`; tests render the
+This module mirrors the chart's `charts/tf-cluster-lib/templates/_helpers-names.tpl`; tests render the
 chart for many shapes and compare every pod's TF_CONFIG with what is computed here. The
 expansion of a cluster spec (per role a host pattern and a count) into TF_CONFIG's host lists
 is the launcher's (tfhelm/launcher.py, which every task runs): one function, used by both.

@@ -2,7 +2,7 @@
 
 A user NAME gets the namespace `tfhelm-user-NAME` and, in it, one release `user-env` of
 charts/user-env. The workspace owns its namespace, so resource names derive from the
-release, not the user; they mirror the chart's `templates/_helpers-names.tpl`, and
+release, not the user; they mirror the chart's `charts/tf-cluster-lib/templates/_helpers-names.tpl`, and
 tests/chart/test_user_env.py proves both agree.
 """
 

@@ -59,7 +59,7 @@ def test_wheel_carries_both_charts_whole(installed):
         packed = {n[len("tfhelm/charts/"):]: z.read(n) for n in z.namelist() if n.startswith("tfhelm/charts/")}
     repo = {p.relative_to(REPO / "charts").as_posix(): p.read_bytes()
             for p in (REPO / "charts").rglob("*") if p.is_file() and "__pycache__" not in p.parts}
-    assert {"tf-cluster/Chart.yaml", "user-env/.helmignore", "tf-cluster/files/launcher.py"} <= set(repo)
+    assert {"tf-cluster/Chart.yaml", "user-env/.helmignore", "tf-cluster/charts/tf-cluster-lib/files/launcher.py"} <= set(repo)
     assert packed == repo
 
 

@@ -75,6 +75,7 @@ class Installed:
     namespace: str
     workload: bool
     ps: bool
+    values: dict | None = None  # the user-supplied values (the workload release's, else the PS')
 
     @property
     def interrupted(self) -> bool:
@@ -90,13 +91,14 @@ class Installed:
 def find(name: str, namespace: str, helm: Helm, field: str = "NAME") -> Installed:
     """The cluster's releases; a release of that name from another chart is a usage error,
     so `down`, `status`, `reap` and `tfconfig` never act on, say, a user's workspace."""
-    charts = helm.charts(namespace, (name, spec.ps_release(name)))
-    for release in (name, spec.ps_release(name)):
-        chart = charts.get(release)
-        if chart is not None and chart != CHART:
-            raise SpecError(field, f"release {namespace}/{release} holds chart {chart}, not a TF "
+    found = helm.releases(namespace, (name, spec.ps_release(name)))
+    for release, stored in found.items():
+        if stored.chart != CHART:
+            raise SpecError(field, f"release {namespace}/{release} holds chart {stored.chart}, not a TF "
                             f"cluster ({CHART})", "tfhelm acts only on tf-cluster releases")
-    return Installed(name, namespace, name in charts, spec.ps_release(name) in charts)
+    first = found.get(name) or found.get(spec.ps_release(name))
+    return Installed(name, namespace, name in found, spec.ps_release(name) in found,
+                     first.values if first else None)
 
 
 class ReplaceRefused(UsageError):
@@ -146,11 +148,9 @@ def value_changes(old: dict, new: dict) -> list[str]:
             for k in sorted(set(a) | set(b)) if a.get(k, ...) != b.get(k, ...)]
 
 
-def change_of(p: Plan, rendered: dict[str, list[dict]], helm: Helm, kube: Kube) -> Change:
+def change_of(p: Plan, rendered: dict[str, list[dict]], installed: Installed, kube: Kube) -> Change:
     """What an upgrade would change (values, Jobs); reads the cluster, changes nothing."""
-    old = helm.get_values(p.name, p.namespace)
-    if old is None:
-        old = helm.get_values(spec.ps_release(p.name), p.namespace)
+    old = installed.values
     workload = rendered[p.name]
     new_jobs = manifests.job_names(workload)
     current = [training.job_row(j) for j in kube.objects(p.namespace, p.name).jobs
@@ -196,7 +196,7 @@ def _install(p: Plan, rendered: dict[str, list[dict]], helm: Helm, kube: Kube, n
     installed = find(p.name, p.namespace, helm, field="--name")  # refuses other charts' releases
     existing = {p.name} if installed.workload else set()
     existing |= {spec.ps_release(p.name)} if installed.ps else set()
-    change = change_of(p, rendered, helm, kube)
+    change = change_of(p, rendered, installed, kube)
     rerun = replace and change.current and not (change.values or change.replaced)
     for line in [] if rerun else change.lines():
         notify(line)
@@ -222,7 +222,7 @@ def _install(p: Plan, rendered: dict[str, list[dict]], helm: Helm, kube: Kube, n
             notify(f"{'upgrading' if existed else 'installing'} release {p.namespace}/{r.name}")
             # No wait between the releases: the PS mount the volumes the workload release
             # makes, and workers retry until the PS answer. `--wait` watches training.
-            helm.install_or_upgrade(r.name, r.values, p.namespace, wait=False)
+            helm.install_or_upgrade(r.name, r.values, p.namespace, wait=False, exists=existed)
             if not existed:
                 created.append(r.name)
     except Exception:
@@ -252,9 +252,7 @@ def down(name: str, namespace: str, helm: Helm, kube: Kube, purge: bool = False,
                notify: Notify = lambda _: None) -> bool:
     """Uninstall both releases (an interrupted install's PS release too); PVCs (data, logs,
     checkpoints) stay unless `purge`. Returns False when there was nothing to remove."""
-    find(name, namespace, helm)
-    values = (helm.get_values(name, namespace) or helm.get_values(spec.ps_release(name), namespace)
-              or {}) if purge else {}
+    values = find(name, namespace, helm).values or {}
     found = False
     for release in (spec.ps_release(name), name):
         if helm.uninstall(release, namespace):

@@ -14,6 +14,7 @@ import logging
 import os
 import re
 import shutil
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
@@ -97,6 +98,13 @@ def _pattern_descriptions() -> dict[str, str]:
 _GONE = {"uninstalled", "uninstalling"}
 
 
+@dataclass
+class Stored:
+    """An installed release: the chart it came from and its user-supplied values."""
+    chart: str
+    values: dict
+
+
 class Helm:
     """Synchronous Helm: every method runs Helm and returns its result, or raises a
     RenderError (the chart refused the values) or a ReleaseError (naming the release)."""
@@ -143,13 +151,16 @@ class Helm:
         return yamlio.load_docs(out)
 
     def install_or_upgrade(self, release: str, values: dict, namespace: str,
-                           chart: str = "tf-cluster", wait: bool = True) -> int:
+                           chart: str = "tf-cluster", wait: bool = True, exists: bool | None = None) -> int:
         """Install or upgrade; no half-made release stays. With wait, Helm waits for the
         objects to be ready and rolls a failure back. Without, it returns once the API
         server accepted every object, and a refused first install is uninstalled here.
         Fields edited by hand since are taken back (server-side apply with force), so drift
-        is repaired instead of failing every later upgrade. Returns the new revision."""
-        first = not wait and self.get_values(release, namespace) is None
+        is repaired instead of failing every later upgrade. Returns the new revision.
+        `exists`: whether the release exists, when the caller has just read it."""
+        if exists is None and not wait:
+            exists = self.get_values(release, namespace) is not None
+        first = not wait and not exists
         try:
             rev = asyncio.run(self.command.install_or_upgrade(
                 release, chart_path(chart), values, namespace=namespace, atomic=wait, wait=wait,
@@ -187,13 +198,22 @@ class Helm:
     def charts(self, namespace: str, releases) -> dict[str, str]:
         """Which of these releases exist, whatever their state (a killed install is
         pending), and the chart each came from (its metadata): {"mnist": "tf-cluster"}."""
+        return {r: s.chart for r, s in self.releases(namespace, releases, values=False).items()}
+
+    def releases(self, namespace: str, releases, values: bool = True) -> dict[str, Stored]:
+        """The releases of these names that exist (as `charts`), with their user-supplied
+        values: every Helm process of the lookup runs at once."""
         releases = list(releases)
         # Reported as before, when this was one `helm list`: "list NAMESPACE/* failed: ...".
-        found = self._all(*(self._read("*", namespace, self.command.run(
+        reads = [self._read("*", namespace, self.command.run(
             ["get", "metadata", r, "--namespace", namespace, "--output", "json"]), action="list")
-            for r in releases))
-        metadata = {r: json.loads(m) for r, m in zip(releases, found) if m is not None}
-        return {r: m["chart"] for r, m in metadata.items() if m.get("status") not in _GONE}
+            for r in releases]
+        if values:
+            reads += [self._read(r, namespace, self.command.get_values(r, namespace=namespace)) for r in releases]
+        found = self._all(*reads)
+        metadata, given = found[:len(releases)], found[len(releases):] or [None] * len(releases)
+        return {r: Stored(json.loads(m)["chart"], v or {}) for r, m, v in zip(releases, metadata, given)
+                if m is not None and json.loads(m).get("status") not in _GONE}
 
     async def _read(self, release: str, namespace: str, call, action: str = "read"):
         """Await a `helm get ...` call; None when the release does not exist."""

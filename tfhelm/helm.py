@@ -94,6 +94,8 @@ def _pattern_descriptions() -> dict[str, str]:
     return found
 
 
+HISTORY_MAX = 10  # revisions Helm keeps per release (its own default)
+
 # A release in these states is gone or going, as `helm list` (without --all) sees it.
 _GONE = {"uninstalled", "uninstalling"}
 
@@ -116,6 +118,7 @@ class Helm:
         # pyhelm3 logs every failed command; tfhelm reports the failure itself, once.
         logging.getLogger("pyhelm3").setLevel(logging.CRITICAL)
         self._errors = errors
+        self.timeout = timeout
         self.command = command or Command(executable=helm_executable(), default_timeout=timeout)
 
     @staticmethod
@@ -158,19 +161,42 @@ class Helm:
         Fields edited by hand since are taken back (server-side apply with force), so drift
         is repaired instead of failing every later upgrade. Returns the new revision.
         `exists`: whether the release exists, when the caller has just read it."""
+        return asyncio.run(self._install(release, values, namespace, chart, wait, exists))
+
+    def install_all(self, releases: dict[str, tuple[dict, bool]], namespace: str,
+                    chart: str = "tf-cluster") -> dict[str, int | ReleaseError]:
+        """`install_or_upgrade` (without wait) of each release (name -> (values, exists)), all
+        at once; each one's revision, or its ReleaseError."""
+        async def each(release, values, exists):
+            try:
+                return await self._install(release, values, namespace, chart, False, exists)
+            except ReleaseError as err:
+                return err
+
+        async def gather():
+            return await asyncio.gather(*(each(r, v, e) for r, (v, e) in releases.items()))
+
+        return dict(zip(releases, asyncio.run(gather())))
+
+    async def _install(self, release: str, values: dict, namespace: str, chart: str, wait: bool,
+                       exists: bool | None) -> int:
         if exists is None and not wait:
-            exists = self.get_values(release, namespace) is not None
-        first = not wait and not exists
+            exists = await self._read(release, namespace, self.command.get_values(
+                release, namespace=namespace)) is not None
+        # The API server validates every object strictly (Helm 4 applies with
+        # fieldValidation=Strict), so Helm's own OpenAPI check would only fetch the schema.
+        args = ["upgrade", release, chart_path(chart), "--install", "--history-max", str(HISTORY_MAX),
+                "--output", "json", "--timeout", self.timeout, "--values", "-", "--namespace", namespace,
+                "--force-conflicts", "--disable-openapi-validation"]
+        args += ["--rollback-on-failure", "--wait", "--wait-for-jobs"] if wait else []
         try:
-            rev = asyncio.run(self.command.install_or_upgrade(
-                release, chart_path(chart), values, namespace=namespace, atomic=wait, wait=wait,
-                create_namespace=False, force_conflicts=True))
-            return rev["version"]
+            out = await self.command.run(args, json.dumps(values).encode())
+            return json.loads(out[out.index(b"{"):])["version"]  # after any registry lines
         except self._errors.Error as err:
-            if first:
+            if not wait and not exists:
                 try:
-                    self.uninstall(release, namespace, wait=False)
-                except ReleaseError:
+                    await self.command.uninstall(release, namespace=namespace, wait=False)
+                except self._errors.Error:
                     pass  # the install's own error is the one to report
             raise ReleaseError(namespace, release, "install", helm_message(err)) from err
 

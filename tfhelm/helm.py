@@ -237,9 +237,10 @@ class Helm:
         if values:
             reads += [self._read(r, namespace, self.command.get_values(r, namespace=namespace)) for r in releases]
         found = self._all(*reads)
-        metadata, given = found[:len(releases)], found[len(releases):] or [None] * len(releases)
-        return {r: Stored(json.loads(m)["chart"], v or {}) for r, m, v in zip(releases, metadata, given)
-                if m is not None and json.loads(m).get("status") not in _GONE}
+        metadata = [None if m is None else json.loads(m) for m in found[:len(releases)]]
+        given = found[len(releases):] or [None] * len(releases)
+        return {r: Stored(m["chart"], v or {}) for r, m, v in zip(releases, metadata, given)
+                if m is not None and m.get("status") not in _GONE}
 
     async def _read(self, release: str, namespace: str, call, action: str = "read"):
         """Await a `helm get ...` call; None when the release does not exist."""

@@ -177,7 +177,8 @@ class Kube:
         return client.AppsV1Api(self.api)
 
     def load_apis(self) -> None:
-        """Import the typed API module `up` uses (the Lease's), while Helm renders."""
+        """Import the one typed API module `up` uses (the install lock's Lease API: a
+        generated module takes a while to import), so `up` does it while Helm renders."""
         client.CoordinationV1Api  # noqa: B018 - touched for its import
 
     def ping(self) -> str:

@@ -25,10 +25,12 @@ help: ## Show the targets
 install: $(VENV)/.installed helm ## Python venv with tfhelm (editable) and helm
 install-venv: $(VENV)/.installed
 
-$(VENV)/.installed: pyproject.toml
+$(VENV)/.installed: pyproject.toml tfhelm_dev/__init__.py
 	python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[test]'
+	# The development cluster (tfhelm_dev/) is not in the wheel: the checkout itself goes on the path.
+	echo '$(CURDIR)' > "$$($(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/tfhelm-dev.pth"
 	touch $@
 
 helm: $(BIN)/helm

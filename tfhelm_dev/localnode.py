@@ -33,9 +33,9 @@ from typing import Callable
 
 import yaml
 
-from tfhelm import localimages, localnet
+from tfhelm_dev import localimages, localnet
 from tfhelm.errors import TfhelmError
-from tfhelm.localnet import HOST_IP, NodeNet
+from tfhelm_dev.localnet import HOST_IP, NodeNet
 
 USER_NODE, TRAINING_NODES = "tfhelm-node-user", ("tfhelm-node-train1", "tfhelm-node-train2")
 MAX_NODES = 1 + len(TRAINING_NODES)

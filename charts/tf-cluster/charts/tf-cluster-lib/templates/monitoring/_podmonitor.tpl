@@ -18,7 +18,7 @@ spec:
   # Every pod of this cluster, in both releases of a split one: the tasks and the reaper.
   selector:
     matchLabels:
-      tfhelm.io/cluster: {{ include "tf-cluster.name" . }}
+      {{ (include "tf-cluster.contract" . | fromYaml).labels.cluster }}: {{ include "tf-cluster.name" . }}
   namespaceSelector:
     matchNames: [{{ .Release.Namespace }}]
   podMetricsEndpoints:

@@ -1,6 +1,7 @@
 {{- /* The body of tf-cluster's templates/ps/deployment.yaml (kept here, out of every stored release). */ -}}
 {{ define "tf-cluster.manifest.ps.deployment" }}{{- if include "tf-cluster.holds" (dict "root" $ "part" "ps") }}
 {{- $clusterSpec := include "tf-cluster.clusterSpec" . }}
+{{- $indexKey := (include "tf-cluster.contract" . | fromYaml).labels.taskIndex }}
 {{- range $i := until (int .Values.ps.replicas) }}
 {{- $task := dict "root" $ "role" "ps" "index" $i "clusterSpec" $clusterSpec }}
 {{- $selector := include "tf-cluster.selectorLabels" (dict "root" $ "component" "ps") }}
@@ -11,7 +12,7 @@ metadata:
   name: {{ include "tf-cluster.psName" $task }}
   labels:
     {{- include "tf-cluster.labels" (dict "root" $ "component" "ps") | nindent 4 }}
-    tfhelm.io/task-index: {{ $i | quote }}
+    {{ $indexKey }}: {{ $i | quote }}
   {{- with include "tf-cluster.annotations" (dict "root" $) }}{{ . | trim | nindent 2 }}{{ end }}
 spec:
   replicas: 1
@@ -21,7 +22,7 @@ spec:
   selector:
     matchLabels:
       {{- $selector | nindent 6 }}
-      tfhelm.io/task-index: {{ $i | quote }}
+      {{ $indexKey }}: {{ $i | quote }}
   template:
     {{- include "tf-cluster.pod" $task | nindent 4 }}
 ---
@@ -31,12 +32,12 @@ metadata:
   name: {{ include "tf-cluster.psName" $task }}
   labels:
     {{- include "tf-cluster.labels" (dict "root" $ "component" "ps") | nindent 4 }}
-    tfhelm.io/task-index: {{ $i | quote }}
+    {{ $indexKey }}: {{ $i | quote }}
   {{- with include "tf-cluster.annotations" (dict "root" $) }}{{ . | trim | nindent 2 }}{{ end }}
 spec:
   selector:
     {{- $selector | nindent 4 }}
-    tfhelm.io/task-index: {{ $i | quote }}
+    {{ $indexKey }}: {{ $i | quote }}
   ports:
     - {name: tf, port: {{ $.Values.port }}, targetPort: tf}
 {{- end }}

@@ -3,7 +3,9 @@
 `$defs` both charts share (charts/values.schema.defs.yaml) and the chart contract
 (charts/tf-cluster/charts/tf-cluster-lib/files/contract.yaml, which tfhelm and the templates read).
 
-A string tagged `!contract` takes values from the contract: `{patterns.dns1123Label}` in it
+A chart's own `$defs` entry with `$extends: NAME` is the shared NAME with the entry's
+`properties` first and its `required` added. A string tagged `!contract` takes values from
+the contract: `{patterns.dns1123Label}` in it
 becomes that pattern; a string that is one reference alone becomes the value (a number
 stays a number). `make schemas` runs this; tests/chart/test_schemas.py fails when a
 values.schema.json is stale.
@@ -49,10 +51,19 @@ def schema(chart: str) -> dict:
     loader = _loader(yaml.safe_load(CONTRACT.read_text()))
     own = yaml.load((CHARTS / chart / "values.schema.yaml").read_text(), Loader=loader)
     shared = yaml.load(SHARED_DEFS.read_text(), Loader=loader)
-    clash = shared.keys() & own.get("$defs", {}).keys()
+    defs = {name: _extended(node, shared) for name, node in own.get("$defs", {}).items()}
+    clash = [name for name, node in own.get("$defs", {}).items() if name in shared and "$extends" not in node]
     if clash:
-        raise SystemExit(f"{chart}: $defs {sorted(clash)} are in {SHARED_DEFS.name} too: give them other names")
-    return {**own, "$defs": {**own.get("$defs", {}), **shared}}
+        raise SystemExit(f"{chart}: $defs {clash} are in {SHARED_DEFS.name} too: give them other names")
+    return {**own, "$defs": {**defs, **{k: v for k, v in shared.items() if k not in defs}}}
+
+
+def _extended(node: dict, shared: dict) -> dict:
+    if "$extends" not in node:
+        return node
+    base, extra = shared[node["$extends"]], {k: v for k, v in node.items() if k != "$extends"}
+    return {**base, **extra, "properties": {**extra.get("properties", {}), **base["properties"]},
+            "required": sorted({*base.get("required", []), *extra.get("required", [])})}
 
 
 def schema_json(chart: str) -> str:

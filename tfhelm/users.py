@@ -28,7 +28,7 @@ MAX_USER = spec.DNS_LABEL_MAX - len(NAMESPACE_PREFIX)  # the namespace is a DNS 
 USER_LABEL = contract.label("user")
 MANAGED_BY = {"app.kubernetes.io/managed-by": "tfhelm", "app.kubernetes.io/part-of": "tfhelm"}
 TOKEN_KEY = "token"
-NODE_PORTS = range(30000, 32768)  # the API server's default --service-node-port-range
+NODE_PORTS = range(contract.limit("nodePortMin"), contract.limit("nodePortMax") + 1)
 _QUOTA = {  # --quota-* option: flag, accepted form, example
     "cpu": ("--quota-cpu", re.compile(r"^[0-9]+(\.[0-9]+)?m?$"), "8 or 500m"),
     "memory": ("--quota-memory",

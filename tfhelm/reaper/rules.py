@@ -6,13 +6,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
-from tfhelm import training
+from tfhelm import contract, training
 from tfhelm.chart import default_values
 from tfhelm.errors import SpecError
 from tfhelm.training import COMPLETIONS, JobRow
 from tfhelm.values import ClusterValues
 
-POLICIES = ("keep", "reap")
+POLICIES = tuple(contract.contract()["reaper"]["onFailure"])
 # The chart's `reaper:` values are the defaults of the in-cluster reaper and of `tfhelm reap`.
 DEFAULTS = default_values()["reaper"]
 DEFAULT_GRACE = DEFAULTS["grace"]

@@ -22,7 +22,8 @@ rendered chart (the config ConfigMap), never recomputes it.
 {{- define "tf-cluster.generation" -}}
 {{- $v := omit .Values "components" "reaper" "test" "monitoring" "commonAnnotations" "enabled" "tf-cluster-lib" | toJson -}}
 {{- $v = regexReplaceAll `"[^"]*":null,?` $v "" | replace ",}" "}" -}}
-{{- printf "%s/%s/%s" .Chart.Version .Chart.AppVersion $v | sha256sum | trunc 6 -}}
+{{- $length := (include "tf-cluster.contract" . | fromYaml).names.generationLength -}}
+{{- printf "%s/%s/%s" .Chart.Version .Chart.AppVersion $v | sha256sum | trunc (int $length) -}}
 {{- end }}
 
 {{/* Job of a Job role; pod i's hostname is `<job>-<i>`. Call with (dict "root" $ "role" "worker").
@@ -71,7 +72,8 @@ a split cluster can be uninstalled alone. */}}
 {{/* A PromQL regex of the names of this cluster's pods (PS, Job tasks, the reaper), for the
 series of cAdvisor and kube-state-metrics, which carry no pod labels. */}}
 {{- define "tf-cluster.podRegex" -}}
-{{- printf "%s-(ps-[0-9]+|(chief|worker|evaluator)-[0-9a-f]{6}-[0-9]+|reaper)-.+" (include "tf-cluster.name" .) -}}
+{{- $length := (include "tf-cluster.contract" . | fromYaml).names.generationLength -}}
+{{- printf "%s-(ps-[0-9]+|(chief|worker|evaluator)-[0-9a-f]{%d}-[0-9]+|reaper)-.+" (include "tf-cluster.name" .) (int $length) -}}
 {{- end }}
 
 {{/* `<ns>.svc[.<domain>]:<port>`: the part every host shares. */}}

@@ -53,7 +53,7 @@ spec:
         # From kube-state-metrics (kube-prometheus-stack ships it).
         - alert: TFJobFailed
           expr: |-
-            max by (namespace, job_name) (kube_job_failed{namespace={{ .Release.Namespace | quote }}, job_name=~{{ printf "%s-(chief|worker|evaluator)-[0-9a-f]{6}" $name | quote }}, condition="true"}) == 1
+            max by (namespace, job_name) (kube_job_failed{namespace={{ .Release.Namespace | quote }}, job_name=~{{ printf "%s-(chief|worker|evaluator)-[0-9a-f]{%d}" $name (int (include "tf-cluster.contract" . | fromYaml).names.generationLength) | quote }}, condition="true"}) == 1
           labels:
             severity: {{ $m.severity | quote }}
           annotations:

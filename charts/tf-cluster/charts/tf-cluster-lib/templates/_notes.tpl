@@ -27,7 +27,7 @@ Every task's TF_CONFIG comes from the cluster spec in ConfigMap {{ include "tf-c
 {{- if and (ne .Values.components "ps") (gt (int .Values.ps.replicas) 0) }}
 
 Parameter servers never exit on their own: once training is done, uninstall them
-({{ if eq .Values.components "workload" }}helm uninstall {{ $name }}-ps{{ else }}`tfhelm reap {{ $name }}`, or split PS into their own release with components=ps{{ end }}).
+({{ if eq .Values.components "workload" }}helm uninstall {{ $name }}{{ (include "tf-cluster.contract" . | fromYaml).names.psReleaseSuffix }}{{ else }}`tfhelm reap {{ $name }}`, or split PS into their own release with components=ps{{ end }}).
 {{- end }}
 {{- if and .Values.metrics.enabled (ne .Values.components "ps") }}
 

@@ -91,8 +91,12 @@ KINDS = ("pods,services,endpointslices,configmaps,secrets,serviceaccounts,persis
          "jobs,deployments,replicasets,roles,rolebindings,tfjobs")
 
 
+SIDES = ["tfhelm", "tfjob"]
+
+
 def order(i: int) -> list[str]:
-    return ["tfhelm", "tfjob"] if i % 2 == 0 else ["tfjob", "tfhelm"]
+    both = ["tfhelm", "tfjob"] if i % 2 == 0 else ["tfjob", "tfhelm"]
+    return [w for w in both if w in SIDES]
 
 
 # ---------------------------------------------------------------- clients and the operator
@@ -102,7 +106,7 @@ class Env:
     ServiceAccount with a kubeconfig of its own, counted by its own FlowSchema), the TFJob CRD
     and the running operator."""
 
-    def __init__(self, cl: scale.Cluster, tmp: Path):
+    def __init__(self, cl: scale.Cluster, tmp: Path, tfjob: bool = True):
         self.cl, self.tmp = cl, tmp
         self.kubectl = cl.kubectl
         self.admin_env = dict(os.environ, KUBECONFIG=cl.kubeconfig)
@@ -125,10 +129,12 @@ class Env:
         self.user_kubeconfig = self._kubeconfig("user")
         self.operator_kubeconfig = self._kubeconfig("training-operator")
         self.user_env = dict(os.environ, KUBECONFIG=str(self.user_kubeconfig))
-        log(f"installing the TFJob CRD ({TFJOB_CRD.stat().st_size // 1024} KiB, server-side)")
-        self.admin("apply", "--server-side", "-f", TFJOB_CRD)
-        self.admin("wait", "--for=condition=Established", "crd/tfjobs.kubeflow.org", "--timeout=60s")
-        self.operator = Operator(self)
+        self.operator = None
+        if tfjob:
+            log(f"installing the TFJob CRD ({TFJOB_CRD.stat().st_size // 1024} KiB, server-side)")
+            self.admin("apply", "--server-side", "-f", TFJOB_CRD)
+            self.admin("wait", "--for=condition=Established", "crd/tfjobs.kubeflow.org", "--timeout=60s")
+            self.operator = Operator(self)
         self.coredns = self._coredns()
 
     def admin(self, *args, stdin: str | None = None, check: bool = True) -> subprocess.CompletedProcess:
@@ -174,7 +180,8 @@ class Env:
         return peerlib.requests_by_flow_schema(self.admin("get", "--raw", "/metrics").stdout)
 
     def close(self) -> None:
-        self.operator.stop()
+        if self.operator:
+            self.operator.stop()
         self.admin("delete", "--ignore-not-found", "--wait=false", *[f"flowschema/{fs}" for _, fs, _, _ in CLIENTS],
                    "clusterrolebinding/bench-peer-user", "clusterrolebinding/bench-peer-training-operator", check=False)
 
@@ -414,15 +421,17 @@ def dns_poll(env: Env, rec: Recorder, names_of, stop: threading.Event) -> None:
 # ---------------------------------------------------------------- one run
 
 def objects(env: Env, ns: str) -> dict:
-    items = json.loads(env.admin("get", KINDS, "-n", ns, "-o", "json").stdout)["items"]
+    kinds = KINDS if env.operator else KINDS.replace(",tfjobs", "")
+    items = json.loads(env.admin("get", kinds, "-n", ns, "-o", "json").stdout)["items"]
     size, which = peerlib.largest_object(items)
     return {"objects": len(items), "services": sum(1 for i in items if i["kind"] == "Service"),
             "largest_bytes": size, "largest": which}
 
 
-def tfhelm_hosts(shape: list) -> list[str]:
-    """The TF_CONFIG hosts of the cluster `tfhelm up` makes, as `tfhelm tfconfig` prints them."""
-    r = run([scale.TFHELM, "tfconfig", NAME, *shape, "-t", "worker:0"])
+def tfhelm_hosts(ns: str, env: dict) -> list[str]:
+    """The TF_CONFIG names of an installed tfhelm cluster, as `tfhelm tfconfig` reads them
+    from its release (the worker Job's name carries the cluster's generation)."""
+    r = run([scale.TFHELM, "tfconfig", NAME, "-n", ns, "-t", "worker:0"], env=env)
     if r.rc:
         raise RuntimeError(f"tfhelm tfconfig: {r.first_error()}")
     return peerlib.dns_names(json.loads(r.out[r.out.index("{"):]))
@@ -446,13 +455,12 @@ def one_run(env: Env, who: str, *, real: bool, workers: int, ps: int, steps: int
     script_args = ["--steps", str(steps)] if real else []
     label = f"{who} {'real' if real else 'kwok'} N={workers} PS={ps}{f' fault={fault}' if fault else ''} rep {rep}"
     row: dict = {"who": who, "real": real, "workers": workers, "ps": ps, "fault": fault, "rep": rep, "namespace": ns}
+    hosts: list[str] | None = None  # tfhelm: read from the release once installed; TFJob: from a pod
     if who == "tfhelm":
-        hosts = tfhelm_hosts(["-n", ns, "-w", workers, "--ps", ps, *([] if real else ["-f", values])])
         reaper = ["--set", "reaper.enabled=true", "--set", "reaper.grace=0"] if real else []
         submit = [scale.TFHELM, "up", "--name", NAME, *shape, *reaper, *(["--", *script_args] if script_args else [])]
     else:
         f = tfjob_file(env, shape, ns, workers, ps, script_args)
-        hosts = None
         submit = [env.kubectl, "create", "-f", f]
     rec = Recorder(who, workers, ps)
     stop = threading.Event()
@@ -486,9 +494,11 @@ def one_run(env: Env, who: str, *, real: bool, workers: int, ps: int, steps: int
         log(f"{label}: submit failed (exit {res.rc}): {row['error']}")
         stop.set()
         return row
+    if who == "tfhelm":
+        hosts = tfhelm_hosts(ns, env.admin_env)
     timeout = 900 if workers > 256 else 600
     if rec.wait(["running"], timeout):
-        dns.join(300)
+        dns.join(120)
     row["running_s"] = rec.marks.get("running")
     if "running" in rec.marks and "dns" in rec.marks:
         row["complete_s"] = max(rec.marks["running"], rec.marks["dns"])
@@ -500,7 +510,7 @@ def one_run(env: Env, who: str, *, real: bool, workers: int, ps: int, steps: int
     if real and fault:
         fault_phase(env, rec, row, ns)
     elif real:
-        end = rec.wait(["ps_gone", "failed"], 900)
+        end = rec.wait(["ps_gone", "failed"], 480)
         if end == "ps_gone":  # the Job or TFJob condition can come a moment after the pods' end
             rec.wait(["done_seen"], 60)
     else:
@@ -514,6 +524,7 @@ def one_run(env: Env, who: str, *, real: bool, workers: int, ps: int, steps: int
     row["marks"] = dict(m)
     if real:
         row["succeeded"] = "done_seen" in m and "failed" not in m
+        row["workers_done_s"] = m.get("workers_done")
         if "workers_done" in m and "done_seen" in m:
             row["done_seen_after_s"] = m["done_seen"] - m["workers_done"]
         if "ps_gone" in m:
@@ -550,7 +561,7 @@ def progress(env: Env, ns: str) -> int:
 
 def fault_phase(env: Env, rec: Recorder, row: dict, ns: str) -> None:
     task = ("worker", 1) if row["fault"] == "worker" else ("ps", 0)
-    deadline = time.monotonic() + 600
+    deadline = time.monotonic() + 300
     while progress(env, ns) < 100:
         if time.monotonic() > deadline or "workers_done" in rec.marks or "failed" in rec.marks:
             row["fault_error"] = "training ended (or never reached step 100) before the fault"
@@ -573,7 +584,7 @@ def fault_phase(env: Env, rec: Recorder, row: dict, ns: str) -> None:
     if d.rc:
         row["fault_error"] = d.first_error()
         return
-    end = rec.wait(["done_seen", "failed"], 900)
+    end = rec.wait(["done_seen", "failed"], 480)
     if end == "done_seen":
         rec.wait(["ps_gone"], 120)
     rec.wait(["victim_gone"], 60)
@@ -633,18 +644,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reps", type=int, default=3, help="runs each way on the real nodes (default 3)")
     parser.add_argument("--steps", type=int, default=600)
     parser.add_argument("--parts", default="real,faults,kwok", help="which parts to run (comma-separated)")
+    parser.add_argument("--sizes", help="kwok N, comma-separated (instead of the defaults)")
+    parser.add_argument("--sides", default="tfhelm,tfjob", help="tfhelm, tfjob or both (a trial run)")
     parser.add_argument("--out", type=Path, default=REPO / "bench" / "results")
     parser.add_argument("--readme", action="store_true", help="rewrite README.md's Peer table (a full run does)")
     args = parser.parse_args(argv)
     parts = set(args.parts.split(","))
-    kwok = QUICK_KWOK if args.quick else FULL_KWOK
+    kwok = [int(n) for n in args.sizes.split(",")] if args.sizes else QUICK_KWOK if args.quick else FULL_KWOK
     prefix = "peer-quick" if args.quick else "peer"
     res: dict = {"quick": args.quick, "reps": args.reps, "steps": args.steps, "parts": sorted(parts),
                  "kwok_sizes": kwok, "operator_version": "v1.8.1", "real": [], "faults": [], "kwok": []}
     versions = (REPO / "mk" / "versions.mk").read_text()
     res["operator_version"] = next((line.split(":=")[1].strip() for line in versions.splitlines()
                                     if line.startswith("TRAINING_OPERATOR_VERSION")), "?")
-    for f in (OPERATOR_BIN, TFJOB_CRD):
+    SIDES[:] = args.sides.split(",")
+    for f in (OPERATOR_BIN, TFJOB_CRD) if "tfjob" in SIDES else ():
         if not f.is_file():
             sys.exit(f"{f} missing: run `make training-operator`")
     pods = sum(2 * (n + KWOK_PS) for n in kwok) if "kwok" in parts else 16
@@ -653,7 +667,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         res["machine"] = scale.machine(cl.kubectl)
         with tempfile.TemporaryDirectory() as tmp:
-            env = Env(cl, Path(tmp))
+            env = Env(cl, Path(tmp), tfjob="tfjob" in SIDES)
             if "real" in parts:
                 for i in range(args.reps):
                     for who in order(i):
@@ -671,7 +685,8 @@ def main(argv: list[str] | None = None) -> int:
                     for who in order(i):
                         res["kwok"].append(one_run(env, who, real=False, workers=n, ps=KWOK_PS, values=values))
                         save(res | {"seconds": time.monotonic() - scale.T0}, args.out, prefix)
-            res["operator_log_tail"] = env.operator.log_path.read_text(errors="replace")[-3000:]
+            if env.operator:
+                res["operator_log_tail"] = env.operator.log_path.read_text(errors="replace")[-3000:]
             env.close()
             env = None
     finally:

@@ -224,6 +224,7 @@ TIME_ROWS = [
     ("submit → all task pods Running", "running_s", fmt_s),
     ("TF cluster complete (pods Running, every TF_CONFIG name resolves)", "complete_s", fmt_s),
     ("submit command returns", "returned_s", fmt_s),
+    ("submit → last worker done (training itself)", "workers_done_s", fmt_s),
     ("last worker done → training done seen", "done_seen_after_s", fmt_s),
     ("training done → PS gone", "ps_gone_after_s", fmt_s),
     ("submit → PS gone (whole run)", "ps_gone_s", fmt_s),

@@ -27,7 +27,9 @@ What each row means:
     30 s), the TFJob has cleanPodPolicy Running (its default None never removes them);
   * requests by client: the API server's dispatched requests per FlowSchema, one FlowSchema
     per client made by the bench (the user's commands run with a ServiceAccount of their own,
-    the operator with another), from before the submit command to the run's end;
+    the operator with another, pods with theirs), and the kube-controller-manager's own client
+    count (it runs as the admin, like everything of the local cluster), from before the submit
+    command to the run's end;
   * largest object: compact JSON of every object in the namespace as the API server
     returns it (managedFields included), Helm's release Secrets and the TFJob too.
 
@@ -80,13 +82,13 @@ CLIENTS = [
      [{"kind": "ServiceAccount", "serviceAccount": {"name": "user", "namespace": CLIENTS_NS}}]),
     ("training-operator", "bench-peer-operator", 40,
      [{"kind": "ServiceAccount", "serviceAccount": {"name": "training-operator", "namespace": CLIENTS_NS}}]),
-    ("kube-controller-manager", "bench-peer-kcm", 40,
-     [{"kind": "User", "user": {"name": "system:kube-controller-manager"}},
-      {"kind": "Group", "group": {"name": "system:serviceaccounts:kube-system"}}]),
-    ("kube-scheduler", "bench-peer-scheduler", 40, [{"kind": "User", "user": {"name": "system:kube-scheduler"}}]),
-    ("kubelets", "bench-peer-nodes", 40, [{"kind": "Group", "group": {"name": "system:nodes"}}]),
     ("pods (tfhelm's reaper)", "bench-peer-pods", 60, [{"kind": "Group", "group": {"name": "system:serviceaccounts"}}]),
 ]
+# The local cluster's control plane and nodes all use the admin identity (system:masters: the
+# API server's own `exempt` FlowSchema), so the controller-manager, whose Job, Deployment,
+# ReplicaSet, EndpointSlice and garbage-collector controllers work for both sides, is counted
+# by its own client metrics instead.
+KCM = "kube-controller-manager (its client's count)"
 KINDS = ("pods,services,endpointslices,configmaps,secrets,serviceaccounts,persistentvolumeclaims,"
          "jobs,deployments,replicasets,roles,rolebindings,tfjobs")
 
@@ -177,7 +179,27 @@ class Env:
         return combos
 
     def requests(self) -> dict[str, float]:
-        return peerlib.requests_by_flow_schema(self.admin("get", "--raw", "/metrics").stdout)
+        counts = peerlib.requests_by_flow_schema(self.admin("get", "--raw", "/metrics").stdout)
+        try:
+            counts[KCM] = peerlib.client_requests(self._kcm_metrics())
+        except (OSError, ValueError) as e:
+            log(f"kube-controller-manager metrics: {e}")
+        return counts
+
+    def _kcm_metrics(self) -> str:
+        """kube-controller-manager's /metrics (its secure port; the admin certificate)."""
+        import ssl
+        import urllib.request
+
+        cluster = self.cl.lc.local_dir() / "kwok" / "clusters" / self.cl.lc.CLUSTER_NAME
+        pid = int((cluster / "pids" / "kube-controller-manager.pid").read_text())
+        args = Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0")
+        port = next(a.split("=", 1)[1] for a in args if a.startswith("--secure-port="))
+        ctx = ssl.create_default_context()
+        ctx.check_hostname, ctx.verify_mode = False, ssl.CERT_NONE
+        ctx.load_cert_chain(cluster / "pki" / "admin.crt", cluster / "pki" / "admin.key")
+        with urllib.request.urlopen(f"https://127.0.0.1:{port}/metrics", context=ctx, timeout=10) as r:
+            return r.read().decode()
 
     def close(self) -> None:
         if self.operator:
@@ -309,7 +331,10 @@ class Recorder:
             self.mark("ps_gone")
         v = self.victim
         if v:
-            if self.pods[v["uid"]]["gone"]:
+            victim = self.pods[v["uid"]]
+            if victim["gone"] or victim["phase"] in ("Failed", "Succeeded"):
+                self.mark("victim_stopped")
+            if victim["gone"]:
                 self.mark("victim_gone")
             if any(uid != v["uid"] and p["task"] == v["task"] and p["phase"] == "Running" and not p["deleting"]
                    for uid, p in self.pods.items()):
@@ -518,8 +543,8 @@ def one_run(env: Env, who: str, *, real: bool, workers: int, ps: int, steps: int
     after = env.requests()
     stop.set()
     m = rec.marks
-    row["requests"] = peerlib.delta(before, after, [fs for _, fs, _, _ in CLIENTS])
-    row["requests"] = {c: row["requests"][fs] for c, fs, _, _ in CLIENTS}
+    counted = peerlib.delta(before, after, [fs for _, fs, _, _ in CLIENTS] + [KCM])
+    row["requests"] = {c: counted[fs] for c, fs, _, _ in CLIENTS} | {KCM: counted[KCM]}
     row["requests_total"] = sum(row["requests"].values())
     row["marks"] = dict(m)
     if real:
@@ -549,11 +574,18 @@ def volume_dir(env: Env, ns: str, claim: str) -> Path | None:
     return Path(pv) if pv else None
 
 
+_volumes: dict[str, Path] = {}
+
+
 def progress(env: Env, ns: str) -> int:
     """The highest global step worker 0 recorded (the example's metrics file on the logs volume)."""
-    d = volume_dir(env, ns, f"{NAME}-logs")
-    path = d / NAME / "metrics" / "worker-0.jsonl" if d else None
-    if not path or not path.is_file():
+    if ns not in _volumes:
+        d = volume_dir(env, ns, f"{NAME}-logs")
+        if not d:
+            return -1
+        _volumes[ns] = d
+    path = _volumes[ns] / NAME / "metrics" / "worker-0.jsonl"
+    if not path.is_file():
         return -1
     steps = [json.loads(line).get("step", -1) for line in path.read_text().splitlines() if line.strip()]
     return max((s for s in steps if isinstance(s, int)), default=-1)
@@ -567,7 +599,7 @@ def fault_phase(env: Env, rec: Recorder, row: dict, ns: str) -> None:
             row["fault_error"] = "training ended (or never reached step 100) before the fault"
             log(f"fault: {row['fault_error']}")
             return
-        time.sleep(0.3)
+        time.sleep(0.05)
     with rec.lock:
         victim = next(((uid, p) for uid, p in rec.pods.items() if p["task"] == task and not p["gone"]
                        and p["phase"] == "Running"), None)
@@ -589,7 +621,7 @@ def fault_phase(env: Env, rec: Recorder, row: dict, ns: str) -> None:
         rec.wait(["ps_gone"], 120)
     rec.wait(["victim_gone"], 60)
     m = rec.marks
-    for key in ("victim_gone", "replacement_running", "done_seen"):
+    for key in ("victim_stopped", "victim_gone", "replacement_running", "done_seen"):
         if key in m:
             row[f"{'done_after_fault' if key == 'done_seen' else key}_s"] = m[key] - t
 
@@ -604,7 +636,7 @@ def delete_namespace(env: Env, ns: str) -> None:
 
 def markdown(res: dict) -> str:
     m = res["machine"]
-    clients = [c for c, _, _, _ in CLIENTS]
+    clients = [c for c, _, _, _ in CLIENTS] + [KCM]
     lines = [f"Measured {m['date']} at {m['commit']} on {m['cpu']}, {m['cores']} cores, {m['memory_gib']} GiB; "
              f"Kubernetes {m['kubernetes']} (local: real nodes and kwok nodes), helm {m['helm']}, "
              f"training-operator {res['operator_version']}; load average {m['load_average_at_start']:.1f} at start, "
@@ -620,7 +652,8 @@ def markdown(res: dict) -> str:
                 f"{r['who']} rep {r['rep']}: {r.get('error') or r.get('marks')}" for r in failed)]
     if res.get("faults"):
         lines += ["", "**Faults** (real nodes, same workload): the pod deleted with `kubectl delete pod` once "
-                  "worker 0 reported step 100; seconds after the delete command.", ""]
+                  "worker 0 reported step 100; seconds after the delete command. Stopped: the pod's phase "
+                  "Failed/Succeeded (its container exited) or the pod gone.", ""]
         lines += peerlib.fault_rows(res["faults"])
     for n in sorted({r["workers"] for r in res.get("kwok", [])}):
         rs = [r for r in res["kwok"] if r["workers"] == n]

@@ -169,6 +169,15 @@ def requests_by_flow_schema(metrics_text: str) -> dict[str, float]:
     return out
 
 
+CLIENT_METRIC = "rest_client_requests_total"
+
+
+def client_requests(metrics_text: str) -> float:
+    """Requests a Go client made, all codes and methods, from its process's /metrics text."""
+    return sum(float(line.rsplit(" ", 1)[1]) for line in metrics_text.splitlines()
+               if line.startswith(CLIENT_METRIC + "{") or line.startswith(CLIENT_METRIC + " "))
+
+
 def delta(before: dict[str, float], after: dict[str, float], keys) -> dict[str, int]:
     return {k: round(after.get(k, 0) - before.get(k, 0)) for k in keys}
 
@@ -265,8 +274,8 @@ def table(runs: list[dict], rows, clients: list[str] | None = None) -> list[str]
 
 def fault_rows(runs: list[dict]) -> list[str]:
     """One row per (fault, side): survived?, the deleted task's death and its replacement."""
-    out = ["| task deleted mid-training | | job survives | deleted pod gone after | replacement Running after "
-           "| training done after | workers restarted |", "|---|---|---|---:|---:|---:|---:|"]
+    out = ["| task deleted mid-training | | job survives | deleted task stopped | its pod object gone "
+           "| replacement Running | training done | workers restarted |", "|---|---|---|---:|---:|---:|---:|---:|"]
     for fault in ("worker", "ps"):
         for who in WHO:
             rs = [r for r in runs if r["who"] == who and r.get("fault") == fault]
@@ -276,6 +285,7 @@ def fault_rows(runs: list[dict]) -> list[str]:
             out.append(
                 f"| {fault} {'1' if fault == 'worker' else '0'} | {'tfhelm' if who == 'tfhelm' else 'TFJob'} "
                 f"| {survived}/{len(rs)} "
+                f"| {fmt_s(median(r.get('victim_stopped_s') for r in rs))} "
                 f"| {fmt_s(median(r.get('victim_gone_s') for r in rs))} "
                 f"| {fmt_s(median(r.get('replacement_running_s') for r in rs))} "
                 f"| {fmt_s(median(r.get('done_after_fault_s') for r in rs))} "

@@ -232,8 +232,8 @@ class Cluster:
             real = 0 if self.started else len(localcluster.real_nodes())  # never restart someone's nodes
         elif not self.started and real != len(localcluster.real_nodes()):
             self.started = True  # up() restarts it with `real` nodes: stop it at the end
-        log(f"local cluster: {'starting' if self.started else 'using'} it with {nodes} nodes"
-            f"{' (real nodes kept)' if real else ''}")
+        log(f"local cluster: {'starting' if self.started else 'using'} it with {nodes} kwok nodes"
+            f"{f' and {real} real nodes' if real else ''}")
         info = localcluster.up(nodes=nodes, real=real)
         self.kubeconfig = str(info.kubeconfig)
         os.environ["KUBECONFIG"] = self.kubeconfig

@@ -153,6 +153,16 @@ def test_requests_per_flow_schema_from_the_metrics_text():
         "bench-peer-user": 10, "bench-peer-operator": 0}
 
 
+def test_a_go_clients_own_request_count():
+    text = "\n".join([
+        "# TYPE rest_client_requests_total counter",
+        'rest_client_requests_total{code="200",host="127.0.0.1:6443",method="GET"} 40',
+        'rest_client_requests_total{code="201",host="127.0.0.1:6443",method="POST"} 2',
+        'rest_client_request_duration_seconds_count{host="127.0.0.1:6443",verb="GET"} 999',
+    ])
+    assert peerlib.client_requests(text) == 42
+
+
 def test_largest_object_is_the_longest_compact_json():
     small = {"kind": "ConfigMap", "metadata": {"name": "a"}, "data": {"k": "v"}}
     big = {"kind": "Secret", "metadata": {"name": "sh.helm.release.v1.peer.v1"}, "data": {"release": "x" * 100}}
@@ -181,12 +191,12 @@ def test_the_table_has_medians_per_side_and_their_ratio():
 
 
 def test_fault_rows_say_whether_the_job_survived():
-    runs = [{"who": "tfhelm", "fault": "ps", "succeeded": True, "victim_gone_s": 1.5,
+    runs = [{"who": "tfhelm", "fault": "ps", "succeeded": True, "victim_stopped_s": 1.0, "victim_gone_s": 1.5,
              "replacement_running_s": 4.0, "done_after_fault_s": 60.0, "worker_restarts": 4},
             {"who": "tfjob", "fault": "ps", "succeeded": False, "victim_gone_s": 2.0}]
     rows = peerlib.fault_rows(runs)
-    assert rows[2] == "| ps 0 | tfhelm | 1/1 | 1.50 s | 4.00 s | 60.0 s | 4 |"
-    assert rows[3] == "| ps 0 | TFJob | 0/1 | 2.00 s | - | - | - |"
+    assert rows[2] == "| ps 0 | tfhelm | 1/1 | 1.00 s | 1.50 s | 4.00 s | 60.0 s | 4 |"
+    assert rows[3] == "| ps 0 | TFJob | 0/1 | - | 2.00 s | - | - | - |"
 
 
 def test_readme_section_between_markers():

@@ -135,7 +135,12 @@ class Env:
         if tfjob:
             log(f"installing the TFJob CRD ({TFJOB_CRD.stat().st_size // 1024} KiB, server-side)")
             self.admin("apply", "--server-side", "-f", TFJOB_CRD)
-            self.admin("wait", "--for=condition=Established", "crd/tfjobs.kubeflow.org", "--timeout=60s")
+            deadline = time.monotonic() + 60  # (`kubectl wait` fails while the CRD has no status yet)
+            while self.admin("get", "crd/tfjobs.kubeflow.org", "-o", "jsonpath={.status.conditions[?(@.type=="
+                             "'Established')].status}", check=False).stdout.strip() != "True":
+                if time.monotonic() > deadline:
+                    raise RuntimeError("the TFJob CRD is not Established after 60 s")
+                time.sleep(0.2)
             self.operator = Operator(self)
         self.coredns = self._coredns()
 
@@ -213,7 +218,7 @@ class Operator:
     It insists on its webhook Secret (a CA key in PKCS#1) and on serving certificates in a
     fixed directory, even with no webhook configuration registered: both made here."""
 
-    PORTS = {"metrics": 18080, "health": 18081, "webhook": 19443}
+    PORTS = {"metrics": 28080, "health": 28081, "webhook": 29443}
 
     def __init__(self, env: Env):
         if not OPERATOR_BIN.is_file():

@@ -21,8 +21,10 @@ What each row means:
   * times are seen by watches the bench opens before the submit command starts; "TF cluster
     complete" also needs every TF_CONFIG host to resolve, asked of the real nodes' CoreDNS
     (bench/peerlib.py: names as a pod's resolver reaches them);
-  * training done seen: tfhelm's worker Job condition Complete (what `tfhelm status`,
-    `up --wait` and the reaper wait for), the TFJob's condition Succeeded;
+  * training done seen: the first sign a side knows that every worker is done: its
+    condition (tfhelm's worker Job Complete, the TFJob's Succeeded) or its controller
+    deleting the PS (tfhelm's reaper decides from the pods, before the Job's condition);
+    the condition alone is a row of its own;
   * PS gone: the PS pods deleted; tfhelm's in-cluster reaper runs with grace 0 (its default is
     30 s), the TFJob has cleanPodPolicy Running (its default None never removes them);
   * requests by client: the API server's dispatched requests per FlowSchema, one FlowSchema
@@ -332,6 +334,8 @@ class Recorder:
         done = {p["task"] for p in self.pods.values() if p["task"][0] == "worker" and p["phase"] == "Succeeded"}
         if len(done) >= self.workers:
             self.mark("workers_done")
+        if "workers_done" in self.marks and any(p["task"][0] == "ps" and p["deleting"] for p in live):
+            self.mark("ps_deleting")  # the side's controller decided training is done
         if "workers_done" in self.marks and not [p for p in live if p["task"][0] == "ps"]:
             self.mark("ps_gone")
         v = self.victim
@@ -555,12 +559,17 @@ def one_run(env: Env, who: str, *, real: bool, workers: int, ps: int, steps: int
     if real:
         row["succeeded"] = "done_seen" in m and "failed" not in m
         row["workers_done_s"] = m.get("workers_done")
+        # Done seen: the first sign the side knows, its condition (Job Complete, TFJob
+        # Succeeded) or its controller deleting the PS (tfhelm's reaper decides from the pods).
+        seen = min((m[k] for k in ("done_seen", "ps_deleting") if k in m), default=None)
+        if "workers_done" in m and seen is not None:
+            row["done_seen_after_s"] = seen - m["workers_done"]
         if "workers_done" in m and "done_seen" in m:
-            row["done_seen_after_s"] = m["done_seen"] - m["workers_done"]
+            row["condition_after_s"] = m["done_seen"] - m["workers_done"]
         if "ps_gone" in m:
             row["ps_gone_s"] = m["ps_gone"]
-            done = max(m["workers_done"], m.get("done_seen", 0))
-            row["ps_gone_after_s"] = m["ps_gone"] - done
+            if seen is not None:
+                row["ps_gone_after_s"] = m["ps_gone"] - seen
         row["worker_restarts"] = rec.worker_restarts()
         log(f"{label}: {'succeeded' if row['succeeded'] else 'NOT succeeded'}; marks "
             + ", ".join(f"{k} {v:.1f}" for k, v in sorted(m.items(), key=lambda kv: kv[1])))

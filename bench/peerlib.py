@@ -235,6 +235,7 @@ TIME_ROWS = [
     ("submit command returns", "returned_s", fmt_s),
     ("submit → last worker done (training itself)", "workers_done_s", fmt_s),
     ("last worker done → training done seen", "done_seen_after_s", fmt_s),
+    ("last worker done → done condition (Job Complete / TFJob Succeeded)", "condition_after_s", fmt_s),
     ("training done → PS gone", "ps_gone_after_s", fmt_s),
     ("submit → PS gone (whole run)", "ps_gone_s", fmt_s),
 ]

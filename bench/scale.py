@@ -109,6 +109,7 @@ def run(cmd: list, timeout: float = 1800, env: dict | None = None) -> Run:
         proc = subprocess.Popen([str(c) for c in cmd], stdout=out, stderr=err,
                                 stdin=subprocess.DEVNULL, env=env)
         timer = threading.Timer(timeout, proc.kill)
+        timer.daemon = True  # an interrupted bench must not wait out the timeout before exiting
         timer.start()
         _, status, usage = os.wait4(proc.pid, 0)
         wall = time.perf_counter() - t

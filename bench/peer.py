@@ -96,6 +96,7 @@ KINDS = ("pods,services,endpointslices,configmaps,secrets,serviceaccounts,persis
 
 
 SIDES = ["tfhelm", "tfjob"]
+TFJOB_WORKER_RESTART = ["OnFailure"]
 
 
 def order(i: int) -> list[str]:
@@ -288,6 +289,7 @@ class Recorder:
         self.pods: dict[str, dict] = {}  # uid -> name, task, phase, deleting, gone, restarts
         self.tf_config: dict | None = None
         self.victim: dict | None = None  # uid, task, t (the delete command's start)
+        self.failure: str | None = None  # the Failed condition's message
 
     def now(self) -> float:
         return time.perf_counter() - self.t0
@@ -324,6 +326,8 @@ class Recorder:
                 self.mark("done_seen")
             if conds.get("Failed") == "True":
                 self.mark("failed")
+                self.failure = next((c.get("message") for c in obj["status"]["conditions"]
+                                     if c["type"] == "Failed"), None)
             self._evaluate()
 
     def _evaluate(self) -> None:
@@ -490,7 +494,8 @@ def tfjob_file(env: Env, shape: list, ns: str, workers: int, ps: int, script_arg
         raise RuntimeError(f"tfhelm render: {r.first_error()}")
     docs = [d for d in yaml.safe_load_all(r.out) if d]
     path = env.tmp / f"tfjob-{ns}.yaml"
-    path.write_text(yaml.safe_dump_all(peerlib.tfjob_manifests(docs, NAME, ns, workers, ps), sort_keys=False))
+    path.write_text(yaml.safe_dump_all(peerlib.tfjob_manifests(docs, NAME, ns, workers, ps, TFJOB_WORKER_RESTART[0]),
+                                       sort_keys=False))
     return path
 
 
@@ -569,6 +574,8 @@ def one_run(env: Env, who: str, *, real: bool, workers: int, ps: int, steps: int
     row["requests"] = {c: counted[fs] for c, fs, _, _ in CLIENTS} | {KCM: counted[KCM]}
     row["requests_total"] = sum(row["requests"].values())
     row["marks"] = dict(m)
+    if rec.failure:
+        row["failure"] = rec.failure
     if real:
         row["succeeded"] = "done_seen" in m and "failed" not in m
         row["workers_done_s"] = m.get("workers_done")
@@ -674,7 +681,10 @@ def markdown(res: dict) -> str:
              f"garbage-collection work for both sides.", ""]
     if res.get("real"):
         lines += [f"**Real nodes**: {REAL['workers']} workers, {REAL['ps']} PS, `examples/ps_between_graph.py "
-                  f"--steps {res['steps']}`, {res['reps']} runs each way, alternating.", ""]
+                  f"--steps {res['steps']}`, {res['reps']} runs each way, alternating. tfhelm: `tfhelm up` with the "
+                  f"in-cluster reaper, grace 0. TFJob: `kubectl create -f` of tfhelm's render as a TFJob "
+                  f"(successPolicy AllWorkers, cleanPodPolicy Running, Worker restartPolicy "
+                  f"{res.get('tfjob_worker_restart', 'OnFailure')}, PS Always).", ""]
         lines += peerlib.table(res["real"], peerlib.TIME_ROWS + peerlib.COUNT_ROWS, clients)
         failed = [r for r in res["real"] if not r.get("succeeded")]
         if failed:
@@ -685,6 +695,17 @@ def markdown(res: dict) -> str:
                   "worker 0 reported step 100; seconds after the delete command. Stopped: the pod's phase "
                   "Failed/Succeeded (its container exited) or the pod gone.", ""]
         lines += peerlib.fault_rows(res["faults"])
+        why = [f"{'tfhelm' if r['who'] == 'tfhelm' else 'TFJob'}, {r['fault']} deleted: {r['failure']}"
+               for r in res["faults"] if r.get("failure")]
+        if why:
+            lines += ["", "Why a job failed (its Failed condition): " + "; ".join(why) + "."]
+    for extra in res.get("extra_faults", []):
+        lines += ["", f"The same faults with the TFJob's Worker restartPolicy {extra.get('tfjob_worker_restart', 'OnFailure')} "
+                  f"(run {extra['date']}; tfhelm's rows above):", ""]
+        lines += peerlib.fault_rows([r for r in extra["faults"] if r["who"] == "tfjob"])
+        why = [f"{r['fault']} deleted: {r['failure']}" for r in extra["faults"] if r.get("failure")]
+        if why:
+            lines += ["", "Why it failed: " + "; ".join(why) + "."]
     for n in sorted({r["workers"] for r in res.get("kwok", [])}):
         rs = [r for r in res["kwok"] if r["workers"] == n]
         lines += ["", f"**kwok nodes, N = {n:,} workers, {KWOK_PS} PS** (pods stay Running):", ""]
@@ -701,6 +722,16 @@ def save(res: dict, out: Path, prefix: str) -> str:
     return md
 
 
+def update_readme(md: str) -> None:
+    readme = REPO / "README.md"
+    text = peerlib.replace_between(readme.read_text(), README_BEGIN, README_END, md)
+    if text is None:
+        log("README.md has no peer bench markers: left alone")
+    else:
+        readme.write_text(text)
+        log("README.md Peer table updated")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python bench/peer.py", description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help=f"kwok N {QUICK_KWOK} instead of {FULL_KWOK}")
@@ -709,18 +740,35 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--parts", default="real,faults,kwok", help="which parts to run (comma-separated)")
     parser.add_argument("--sizes", help="kwok N, comma-separated (instead of the defaults)")
     parser.add_argument("--sides", default="tfhelm,tfjob", help="tfhelm, tfjob or both (a trial run)")
+    parser.add_argument("--tfjob-worker-restart", default="OnFailure", choices=["OnFailure", "ExitCode", "Never", "Always"],
+                        help="the TFJob's Worker restartPolicy (default OnFailure)")
     parser.add_argument("--out", type=Path, default=REPO / "bench" / "results")
     parser.add_argument("--readme", action="store_true", help="rewrite README.md's Peer table (a full run does)")
+    parser.add_argument("--prefix", help="results file name (default peer, peer-quick)")
+    parser.add_argument("--from-json", type=Path, help="measure nothing: write the report of this results file")
+    parser.add_argument("--extra-faults", type=Path, action="append", default=[],
+                        help="with --from-json: add the TFJob fault rows of another run (e.g. --tfjob-worker-restart ExitCode)")
     args = parser.parse_args(argv)
+    if args.from_json:
+        res = json.loads(args.from_json.read_text())
+        res["extra_faults"] = [dict(json.loads(f.read_text()), date=json.loads(f.read_text())["machine"]["date"])
+                               for f in args.extra_faults]
+        md = save(res, args.out, args.prefix or args.from_json.stem)
+        if args.readme:
+            update_readme(md)
+        print(md)
+        return 0
     parts = set(args.parts.split(","))
     kwok = [int(n) for n in args.sizes.split(",")] if args.sizes else QUICK_KWOK if args.quick else FULL_KWOK
-    prefix = "peer-quick" if args.quick else "peer"
+    prefix = args.prefix or ("peer-quick" if args.quick else "peer")
     res: dict = {"quick": args.quick, "reps": args.reps, "steps": args.steps, "parts": sorted(parts),
                  "kwok_sizes": kwok, "operator_version": "v1.8.1", "real": [], "faults": [], "kwok": []}
     versions = (REPO / "mk" / "versions.mk").read_text()
     res["operator_version"] = next((line.split(":=")[1].strip() for line in versions.splitlines()
                                     if line.startswith("TRAINING_OPERATOR_VERSION")), "?")
     SIDES[:] = args.sides.split(",")
+    TFJOB_WORKER_RESTART[:] = [args.tfjob_worker_restart]
+    res["tfjob_worker_restart"] = args.tfjob_worker_restart
     for f in (OPERATOR_BIN, TFJOB_CRD) if "tfjob" in SIDES else ():
         if not f.is_file():
             sys.exit(f"{f} missing: run `make training-operator`")
@@ -760,13 +808,7 @@ def main(argv: list[str] | None = None) -> int:
     res["seconds"] = time.monotonic() - scale.T0
     md = save(res, args.out, prefix)
     if args.readme or not args.quick:
-        readme = REPO / "README.md"
-        text = peerlib.replace_between(readme.read_text(), README_BEGIN, README_END, md)
-        if text is None:
-            log("README.md has no peer bench markers: left alone")
-        else:
-            readme.write_text(text)
-            log("README.md Peer table updated")
+        update_readme(md)
     print(md)
     log(f"wrote {args.out}/{prefix}.json, .md in {res['seconds'] / 60:.1f} min")
     return 0

@@ -96,7 +96,7 @@ KINDS = ("pods,services,endpointslices,configmaps,secrets,serviceaccounts,persis
 
 
 SIDES = ["tfhelm", "tfjob"]
-TFJOB_WORKER_RESTART = ["OnFailure"]
+TFJOB_RESTART = ["OnFailure", "Always"]  # the TFJob's Worker and PS restartPolicy
 
 
 def order(i: int) -> list[str]:
@@ -494,7 +494,7 @@ def tfjob_file(env: Env, shape: list, ns: str, workers: int, ps: int, script_arg
         raise RuntimeError(f"tfhelm render: {r.first_error()}")
     docs = [d for d in yaml.safe_load_all(r.out) if d]
     path = env.tmp / f"tfjob-{ns}.yaml"
-    path.write_text(yaml.safe_dump_all(peerlib.tfjob_manifests(docs, NAME, ns, workers, ps, TFJOB_WORKER_RESTART[0]),
+    path.write_text(yaml.safe_dump_all(peerlib.tfjob_manifests(docs, NAME, ns, workers, ps, *TFJOB_RESTART),
                                        sort_keys=False))
     return path
 
@@ -684,7 +684,7 @@ def markdown(res: dict) -> str:
                   f"--steps {res['steps']}`, {res['reps']} runs each way, alternating. tfhelm: `tfhelm up` with the "
                   f"in-cluster reaper, grace 0. TFJob: `kubectl create -f` of tfhelm's render as a TFJob "
                   f"(successPolicy AllWorkers, cleanPodPolicy Running, Worker restartPolicy "
-                  f"{res.get('tfjob_worker_restart', 'OnFailure')}, PS Always).", ""]
+                  f"{res.get('tfjob_worker_restart', 'OnFailure')}, PS {res.get('tfjob_ps_restart', 'Always')}).", ""]
         lines += peerlib.table(res["real"], peerlib.TIME_ROWS + peerlib.COUNT_ROWS, clients)
         failed = [r for r in res["real"] if not r.get("succeeded")]
         if failed:
@@ -700,8 +700,8 @@ def markdown(res: dict) -> str:
         if why:
             lines += ["", "Why a job failed (its Failed condition): " + "; ".join(why) + "."]
     for extra in res.get("extra_faults", []):
-        lines += ["", f"The same faults with the TFJob's Worker restartPolicy {extra.get('tfjob_worker_restart', 'OnFailure')} "
-                  f"(run {extra['date']}; tfhelm's rows above):", ""]
+        lines += ["", f"The same faults with the TFJob's restartPolicy Worker {extra.get('tfjob_worker_restart', 'OnFailure')}, "
+                  f"PS {extra.get('tfjob_ps_restart', 'Always')} (run {extra['date']}; tfhelm's rows above):", ""]
         lines += peerlib.fault_rows([r for r in extra["faults"] if r["who"] == "tfjob"])
         why = [f"{r['fault']} deleted: {r['failure']}" for r in extra["faults"] if r.get("failure")]
         if why:
@@ -742,6 +742,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sides", default="tfhelm,tfjob", help="tfhelm, tfjob or both (a trial run)")
     parser.add_argument("--tfjob-worker-restart", default="OnFailure", choices=["OnFailure", "ExitCode", "Never", "Always"],
                         help="the TFJob's Worker restartPolicy (default OnFailure)")
+    parser.add_argument("--tfjob-ps-restart", default="Always", choices=["OnFailure", "ExitCode", "Never", "Always"],
+                        help="the TFJob's PS restartPolicy (default Always)")
     parser.add_argument("--out", type=Path, default=REPO / "bench" / "results")
     parser.add_argument("--readme", action="store_true", help="rewrite README.md's Peer table (a full run does)")
     parser.add_argument("--prefix", help="results file name (default peer, peer-quick)")
@@ -767,8 +769,8 @@ def main(argv: list[str] | None = None) -> int:
     res["operator_version"] = next((line.split(":=")[1].strip() for line in versions.splitlines()
                                     if line.startswith("TRAINING_OPERATOR_VERSION")), "?")
     SIDES[:] = args.sides.split(",")
-    TFJOB_WORKER_RESTART[:] = [args.tfjob_worker_restart]
-    res["tfjob_worker_restart"] = args.tfjob_worker_restart
+    TFJOB_RESTART[:] = [args.tfjob_worker_restart, args.tfjob_ps_restart]
+    res["tfjob_worker_restart"], res["tfjob_ps_restart"] = TFJOB_RESTART
     for f in (OPERATOR_BIN, TFJOB_CRD) if "tfjob" in SIDES else ():
         if not f.is_file():
             sys.exit(f"{f} missing: run `make training-operator`")

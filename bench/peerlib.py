@@ -63,7 +63,7 @@ def tfjob_template(template: dict) -> dict:
 
 
 def tfjob_manifests(docs: list[dict], name: str, namespace: str, workers: int, ps: int,
-                    worker_restart: str = "OnFailure") -> list[dict]:
+                    worker_restart: str = "OnFailure", ps_restart: str = "Always") -> list[dict]:
     """The TFJob twin of a tfhelm render (both releases' documents): its ConfigMaps (the code,
     the launcher), PVCs and ServiceAccount as they are, then one TFJob whose Worker and PS
     templates are the worker Job's and the first PS Deployment's pod templates.
@@ -72,7 +72,8 @@ def tfjob_manifests(docs: list[dict], name: str, namespace: str, workers: int, p
     succeeded (successPolicy AllWorkers; the default is worker 0), the PS are deleted then
     (cleanPodPolicy Running; the default None leaves them running forever), a failed worker
     is restarted (OnFailure, or `worker_restart`: ExitCode retries exit codes from 128 on,
-    i.e. signals, and fails at once on the others) up to 3 times per worker, a PS always."""
+    i.e. signals, and fails at once on the others) up to 3 times per worker, a PS always
+    (Always, or `ps_restart`)."""
     worker = next(d for d in docs if d.get("kind") == "Job" and _component(d) == "worker")
     support = [d for d in docs if d.get("kind") in SUPPORT_KINDS and not _is_hook(d)
                and _component(d) != "reaper"]
@@ -80,7 +81,7 @@ def tfjob_manifests(docs: list[dict], name: str, namespace: str, workers: int, p
                         "template": tfjob_template(worker["spec"]["template"])}}
     if ps:
         first_ps = next(d for d in docs if d.get("kind") == "Deployment" and _component(d) == "ps")
-        specs["PS"] = {"replicas": ps, "restartPolicy": "Always",
+        specs["PS"] = {"replicas": ps, "restartPolicy": ps_restart,
                        "template": tfjob_template(first_ps["spec"]["template"])}
     tfjob = {"apiVersion": TFJOB_API, "kind": "TFJob",
              "metadata": {"name": name, "namespace": namespace},

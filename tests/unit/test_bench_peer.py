@@ -203,3 +203,9 @@ def test_readme_section_between_markers():
     text = "a\n<!-- b -->\nold\n<!-- /b -->\nz\n"
     assert peerlib.replace_between(text, "<!-- b -->", "<!-- /b -->", "new\n") == "a\n<!-- b -->\nnew\n<!-- /b -->\nz\n"
     assert peerlib.replace_between("no markers", "<!-- b -->", "<!-- /b -->", "x") is None
+
+
+def test_the_tfjobs_restart_policies_are_options():
+    specs = peerlib.tfjob_manifests(render(), "peer", "x", 2, 1, worker_restart="ExitCode",
+                                    ps_restart="ExitCode")[-1]["spec"]["tfReplicaSpecs"]
+    assert (specs["Worker"]["restartPolicy"], specs["PS"]["restartPolicy"]) == ("ExitCode", "ExitCode")

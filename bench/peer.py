@@ -695,7 +695,7 @@ def markdown(res: dict) -> str:
                   "worker 0 reported step 100; seconds after the delete command. Stopped: the pod's phase "
                   "Failed/Succeeded (its container exited) or the pod gone.", ""]
         lines += peerlib.fault_rows(res["faults"])
-        why = [f"{'tfhelm' if r['who'] == 'tfhelm' else 'TFJob'}, {r['fault']} deleted: {r['failure']}"
+        why = [f"{'tfhelm' if r['who'] == 'tfhelm' else 'TFJob'}, {r['fault']} deleted: {r['failure'].rstrip('.')}"
                for r in res["faults"] if r.get("failure")]
         if why:
             lines += ["", "Why a job failed (its Failed condition): " + "; ".join(why) + "."]
@@ -703,7 +703,7 @@ def markdown(res: dict) -> str:
         lines += ["", f"The same faults with the TFJob's restartPolicy Worker {extra.get('tfjob_worker_restart', 'OnFailure')}, "
                   f"PS {extra.get('tfjob_ps_restart', 'Always')} (run {extra['date']}; tfhelm's rows above):", ""]
         lines += peerlib.fault_rows([r for r in extra["faults"] if r["who"] == "tfjob"])
-        why = [f"{r['fault']} deleted: {r['failure']}" for r in extra["faults"] if r.get("failure")]
+        why = [f"{r['fault']} deleted: {r['failure'].rstrip('.')}" for r in extra["faults"] if r.get("failure")]
         if why:
             lines += ["", "Why it failed: " + "; ".join(why) + "."]
     for n in sorted({r["workers"] for r in res.get("kwok", [])}):

@@ -710,7 +710,8 @@ def markdown(res: dict) -> str:
         rs = [r for r in res["kwok"] if r["workers"] == n]
         lines += ["", f"**kwok nodes, N = {n:,} workers, {KWOK_PS} PS** (pods stay Running):", ""]
         lines += peerlib.table(rs, peerlib.TIME_ROWS[:3] + peerlib.COUNT_ROWS, clients)
-    lines += ["", f"Bench time: {res['seconds'] / 60:.1f} min."]
+    merged = "".join(f"; with the runs of {m['file']} ({m['date']})" for m in res.get("merged", []))
+    lines += ["", f"Bench time: {res['seconds'] / 60:.1f} min{merged}."]
     return "\n".join(lines) + "\n"
 
 
@@ -748,11 +749,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--readme", action="store_true", help="rewrite README.md's Peer table (a full run does)")
     parser.add_argument("--prefix", help="results file name (default peer, peer-quick)")
     parser.add_argument("--from-json", type=Path, help="measure nothing: write the report of this results file")
+    parser.add_argument("--merge", type=Path, action="append", default=[],
+                        help="with --from-json: add the runs of another results file (same settings) to the medians")
+    parser.add_argument("--fault-reps", type=int, default=1, help="runs each way of each fault (default 1)")
     parser.add_argument("--extra-faults", type=Path, action="append", default=[],
                         help="with --from-json: add the TFJob fault rows of another run (e.g. --tfjob-worker-restart ExitCode)")
     args = parser.parse_args(argv)
     if args.from_json:
         res = json.loads(args.from_json.read_text())
+        for f in args.merge:
+            more = json.loads(f.read_text())
+            for part in ("real", "faults", "kwok"):
+                res[part] += more.get(part, [])
+            res.setdefault("merged", []).append({"file": f.name, "date": more["machine"]["date"]})
         res["extra_faults"] = [dict(json.loads(f.read_text()), date=json.loads(f.read_text())["machine"]["date"])
                                for f in args.extra_faults]
         md = save(res, args.out, args.prefix or args.from_json.stem)
@@ -787,9 +796,10 @@ def main(argv: list[str] | None = None) -> int:
                         res["real"].append(one_run(env, who, real=True, steps=args.steps, rep=i, **REAL))
                         save(res | {"seconds": time.monotonic() - scale.T0}, args.out, prefix)
             if "faults" in parts:
-                for i, fault in enumerate(("worker", "ps")):
+                for i, fault in enumerate(("worker", "ps") * args.fault_reps):
                     for who in order(i):
-                        res["faults"].append(one_run(env, who, real=True, steps=args.steps, fault=fault, **REAL))
+                        res["faults"].append(one_run(env, who, real=True, steps=args.steps, fault=fault,
+                                                     rep=i // 2, **REAL))
                         save(res | {"seconds": time.monotonic() - scale.T0}, args.out, prefix)
             if "kwok" in parts:
                 values = Path(tmp) / "bench-values.yaml"

@@ -1,7 +1,14 @@
 """tfhelm side by side with its real peer, Kubeflow's TFJob (training-operator v1.8.1).
 
-    python bench/peer.py [--quick] [--reps 3] [--steps 600] [--parts real,faults,kwok] [--readme]
-    make bench-peer | make bench-peer-quick
+    python bench/peer.py [--quick] [--reps 3] [--fault-reps 1] [--steps 600] [--parts real,faults,kwok]
+                         [--sizes 256,1024] [--tfjob-worker-restart OnFailure] [--tfjob-ps-restart Always]
+                         [--prefix peer] [--readme]
+    python bench/peer.py --from-json bench/results/peer.json [--merge MORE.json] [--extra-faults X.json] [--readme]
+    make bench-peer | make bench-peer-quick   (PEER_ARGS="..." passes options)
+
+The results in bench/results/: peer.json (the full run, with peer-faults.json's two more fault
+runs each way merged) and peer-tfjob-exitcode.json (the faults with the TFJob's restartPolicy
+ExitCode for Worker and PS), the report written by the --from-json line above.
 
 One run, the same workloads both ways, the sides alternating (which goes first flips every
 rep), medians. Everything a user does goes through the commands a user runs: `tfhelm up`

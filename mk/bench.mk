@@ -9,7 +9,7 @@ $(VENV)/.bench-installed: $(VENV)/.installed
 	$(PY) -m pip install -q matplotlib
 	touch $@
 
-bench: install testenv bench-deps node images training-operator ## Scale bench (N up to 100,000 rendered, 4,096 on the cluster), then the TFJob peer bench (~50 min on 2 cores)
+bench: install testenv bench-deps node images training-operator ## Scale bench (N up to 100,000 rendered, 4,096 on the cluster), then the TFJob peer bench (~30 min on 2 cores)
 	$(PY) bench/scale.py
 	$(PY) bench/peer.py
 

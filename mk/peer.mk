@@ -30,5 +30,5 @@ $(TFJOB_CRD): mk/versions.mk
 bench-peer: install testenv node images training-operator ## tfhelm vs TFJob: real node (4 workers, 1 PS, 600 steps, 3 reps), kwok N=256/1,024, faults (~15 min; PEER_ARGS="--reps 5")
 	$(PY) bench/peer.py $(PEER_ARGS)
 
-bench-peer-quick: install testenv node images training-operator ## The peer bench with kwok N=32 and 128 (about 12 min)
+bench-peer-quick: install testenv node images training-operator ## The peer bench with kwok N=32 and 128 instead of 256 and 1,024
 	$(PY) bench/peer.py --quick $(PEER_ARGS)

@@ -109,6 +109,7 @@ def run(cmd: list, timeout: float = 1800, env: dict | None = None) -> Run:
         proc = subprocess.Popen([str(c) for c in cmd], stdout=out, stderr=err,
                                 stdin=subprocess.DEVNULL, env=env)
         timer = threading.Timer(timeout, proc.kill)
+        timer.daemon = True  # an interrupted bench must not wait out the timeout before exiting
         timer.start()
         _, status, usage = os.wait4(proc.pid, 0)
         wall = time.perf_counter() - t
@@ -218,7 +219,9 @@ def static_row(n: int) -> dict:
 class Cluster:
     """The local cluster (tfhelm_dev.localcluster), started with enough kwok nodes if needed."""
 
-    def __init__(self, pods: int):
+    def __init__(self, pods: int, real: int | None = None):
+        """`real`: the real nodes to run (None: none if the bench starts the cluster, else
+        those it already has; a running cluster with other real nodes is restarted)."""
         from kubernetes import client, config
 
         from tfhelm_dev import localcluster
@@ -226,9 +229,12 @@ class Cluster:
         self.lc = localcluster
         nodes = math.ceil(pods * 1.1 / PODS_PER_NODE) + 2  # + the tainted user node
         self.started = localcluster.status() is None
-        real = 0 if self.started else len(localcluster.real_nodes())  # never restart someone's nodes
-        log(f"local cluster: {'starting' if self.started else 'using'} it with {nodes} nodes"
-            f"{' (real nodes kept)' if real else ''}")
+        if real is None:
+            real = 0 if self.started else len(localcluster.real_nodes())  # never restart someone's nodes
+        elif not self.started and real != len(localcluster.real_nodes()):
+            self.started = True  # up() restarts it with `real` nodes: stop it at the end
+        log(f"local cluster: {'starting' if self.started else 'using'} it with {nodes} kwok nodes"
+            f"{f' and {real} real nodes' if real else ''}")
         info = localcluster.up(nodes=nodes, real=real)
         self.kubeconfig = str(info.kubeconfig)
         os.environ["KUBECONFIG"] = self.kubeconfig
@@ -252,12 +258,15 @@ class Cluster:
                 ns, propagation_policy="Background")
             self.core.delete_namespace(ns)
 
-    def namespace(self, kind: str, n: int) -> str:
+    def namespace(self, kind: str, n: int, simulated: bool = True) -> str:
+        """A fresh namespace enforcing Pod Security "restricted"; its pods go to the kwok
+        nodes (simulated) or, without the annotations, to the real nodes."""
         c = self.client
         name = f"bench-{kind}-{n}-{uuid.uuid4().hex[:5]}"
         labels = {f"pod-security.kubernetes.io/{m}": "restricted" for m in ("enforce", "warn", "audit")}
+        annotations = self.lc.SIMULATED_NAMESPACE_ANNOTATIONS if simulated else None
         self.core.create_namespace(c.V1Namespace(metadata=c.V1ObjectMeta(
-            name=name, labels=labels, annotations=self.lc.SIMULATED_NAMESPACE_ANNOTATIONS)))
+            name=name, labels=labels, annotations=annotations)))
         self._until(lambda: self._exists(lambda: self.core.read_namespaced_service_account("default", name)),
                     60, f"serviceaccount {name}/default")
         self.namespaces.append(name)

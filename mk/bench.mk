@@ -1,7 +1,7 @@
 # Benchmarks (bench/): tfhelm at scale, side by side with a per-task baseline and plain Helm,
 # on the local cluster (kwok nodes only; started and stopped by the bench if not running).
 # Results: bench/results/scale{,-quick}.{json,md,png}; `make bench` also rewrites the README's
-# Scale table. matplotlib (for the plot) goes into the venv here only: no test needs it.
+# Scale table, then runs the peer bench (mk/peer.mk, bench/peer.py). matplotlib (for the plot) goes into the venv here only: no test needs it.
 
 .PHONY: bench bench-quick bench-deps
 bench-deps: $(VENV)/.bench-installed
@@ -9,8 +9,11 @@ $(VENV)/.bench-installed: $(VENV)/.installed
 	$(PY) -m pip install -q matplotlib
 	touch $@
 
-bench: install testenv bench-deps ## Scale bench: N up to 100,000 rendered, 4,096 on the cluster (~25 min on 2 cores)
+bench: install testenv bench-deps node images training-operator ## Scale bench (N up to 100,000 rendered, 4,096 on the cluster), then the TFJob peer bench (~30 min on 2 cores)
 	$(PY) bench/scale.py
+	$(PY) bench/peer.py
 
 bench-quick: install testenv bench-deps ## The scale bench at a few sizes (a few minutes)
 	$(PY) bench/scale.py --quick
+
+-include mk/peer.mk

@@ -1,0 +1,306 @@
+"""The pure parts of the peer bench (bench/peer.py): the TFJob built from tfhelm's own render,
+which task a pod is, DNS queries as bytes, request counts from the API server's metrics, and
+the tables. No I/O here, so tests/unit/test_bench_peer.py can check all of it in milliseconds.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+import statistics
+import struct
+
+TFJOB_API = "kubeflow.org/v1"
+# TFJob's replica types as its API spells them, and the task types in TF_CONFIG.
+REPLICA_TYPES = {"worker": "Worker", "ps": "PS"}
+# What tfhelm's pods carry that a TFJob sets itself or that names tfhelm's own objects.
+TFHELM_ONLY_ENV = {"TFHELM_TASK_INDEX", "TFHELM_TASK_TYPE", "TFHELM_CLUSTER_SPEC_FILE",
+                   "TFHELM_INDEX_FAILURES", "TFHELM_INDEX_IGNORED_FAILURES"}
+TFHELM_LABEL_PREFIXES = ("tfhelm.io/", "app.kubernetes.io/", "helm.sh/")
+SUPPORT_KINDS = ("ServiceAccount", "ConfigMap", "PersistentVolumeClaim")
+
+
+# ---------------------------------------------------------------- the TFJob
+
+def _component(doc: dict) -> str | None:
+    return ((doc.get("metadata") or {}).get("labels") or {}).get("app.kubernetes.io/component")
+
+
+def _is_hook(doc: dict) -> bool:
+    return "helm.sh/hook" in ((doc.get("metadata") or {}).get("annotations") or {})
+
+
+def tfjob_template(template: dict) -> dict:
+    """A pod template of tfhelm's render as a TFJob replica's template: the same containers,
+    volumes, security and resources; without what the TFJob sets itself (restartPolicy,
+    TF_CONFIG: the launcher uses the TF_CONFIG it finds) and without tfhelm's labels, so no
+    tfhelm tool takes these pods for its own. The TensorFlow port gets TFJob's port name."""
+    t = copy.deepcopy(template)
+    meta = t.setdefault("metadata", {})
+    meta["labels"] = {k: v for k, v in (meta.get("labels") or {}).items()
+                      if not k.startswith(TFHELM_LABEL_PREFIXES)}
+    meta["annotations"] = {k: v for k, v in (meta.get("annotations") or {}).items()
+                           if not k.startswith("checksum/")}
+    for key in ("labels", "annotations"):
+        if not meta[key]:
+            del meta[key]
+    spec = t["spec"]
+    spec.pop("restartPolicy", None)
+    spec.pop("subdomain", None)  # the Job's headless Service; TFJob makes one Service per task
+    for c in spec["containers"]:
+        if c["name"] != "tensorflow":
+            continue
+        c["env"] = [e for e in c.get("env", []) if e["name"] not in TFHELM_ONLY_ENV]
+        renamed = {}
+        for p in c.get("ports", []):
+            if p.get("name") == "tf":
+                renamed[p["name"]] = p["name"] = "tfjob-port"
+        probe = (c.get("readinessProbe") or {}).get("tcpSocket")
+        if probe and probe.get("port") in renamed:
+            probe["port"] = renamed[probe["port"]]
+    return t
+
+
+def tfjob_manifests(docs: list[dict], name: str, namespace: str, workers: int, ps: int,
+                    worker_restart: str = "OnFailure", ps_restart: str = "Always") -> list[dict]:
+    """The TFJob twin of a tfhelm render (both releases' documents): its ConfigMaps (the code,
+    the launcher), PVCs and ServiceAccount as they are, then one TFJob whose Worker and PS
+    templates are the worker Job's and the first PS Deployment's pod templates.
+
+    TFJob settings chosen to do what tfhelm does: training is done when every worker
+    succeeded (successPolicy AllWorkers; the default is worker 0), the PS are deleted then
+    (cleanPodPolicy Running; the default None leaves them running forever), a failed worker
+    is restarted (OnFailure, or `worker_restart`: ExitCode retries exit codes from 128 on,
+    i.e. signals, and fails at once on the others) up to 3 times per worker, a PS always
+    (Always, or `ps_restart`)."""
+    worker = next(d for d in docs if d.get("kind") == "Job" and _component(d) == "worker")
+    support = [d for d in docs if d.get("kind") in SUPPORT_KINDS and not _is_hook(d)
+               and _component(d) != "reaper"]
+    specs = {"Worker": {"replicas": workers, "restartPolicy": worker_restart,
+                        "template": tfjob_template(worker["spec"]["template"])}}
+    if ps:
+        first_ps = next(d for d in docs if d.get("kind") == "Deployment" and _component(d) == "ps")
+        specs["PS"] = {"replicas": ps, "restartPolicy": ps_restart,
+                       "template": tfjob_template(first_ps["spec"]["template"])}
+    tfjob = {"apiVersion": TFJOB_API, "kind": "TFJob",
+             "metadata": {"name": name, "namespace": namespace},
+             "spec": {"runPolicy": {"cleanPodPolicy": "Running", "backoffLimit": 3 * workers},
+                      "successPolicy": "AllWorkers", "tfReplicaSpecs": specs}}
+    out = []
+    for d in support:
+        d = copy.deepcopy(d)
+        d["metadata"]["namespace"] = namespace
+        out.append(d)
+    return out + [tfjob]
+
+
+# ---------------------------------------------------------------- pods and TF_CONFIG
+
+def task_of(pod: dict) -> tuple[str, int] | None:
+    """(task type, index) of a pod of either kind: tfhelm's (component label; the Job's
+    completion index or the PS index label) or a TFJob's (replica type and index labels)."""
+    meta = pod.get("metadata") or {}
+    labels, annotations = meta.get("labels") or {}, meta.get("annotations") or {}
+    if "training.kubeflow.org/replica-type" in labels:
+        role = labels["training.kubeflow.org/replica-type"].lower()
+        index = labels.get("training.kubeflow.org/replica-index")
+    else:
+        role = labels.get("app.kubernetes.io/component")
+        index = (annotations.get("batch.kubernetes.io/job-completion-index")
+                 if role != "ps" else labels.get("tfhelm.io/task-index"))
+    if role not in ("worker", "ps", "chief", "evaluator") or index is None or not str(index).isdigit():
+        return None
+    return role, int(index)
+
+
+def pod_tf_config(pod: dict) -> dict | None:
+    """The TF_CONFIG a pod's tensorflow container has in its spec (TFJob's pods), else None."""
+    for c in (pod.get("spec") or {}).get("containers", []):
+        for e in c.get("env") or []:
+            if e.get("name") == "TF_CONFIG" and e.get("value"):
+                return json.loads(e["value"])
+    return None
+
+
+def dns_names(tf_config: dict, domain: str = "cluster.local") -> list[str]:
+    """The names a task looks up for TF_CONFIG's hosts, as its resolver reaches them: a host
+    under the cluster domain as it is; a shorter one (TFJob's `<job>-<type>-<i>.<ns>.svc`)
+    through the pod's search path, which ends in the cluster domain."""
+    names = []
+    for hosts in tf_config["cluster"].values():
+        for h in hosts:
+            host = h.rsplit(":", 1)[0].rstrip(".")
+            names.append(host if host.endswith("." + domain) else f"{host}.{domain}")
+    return sorted(set(names))
+
+
+# ---------------------------------------------------------------- DNS over UDP, as bytes
+
+def dns_query(qid: int, name: str, do: bool = False, cd: bool = False) -> bytes:
+    """An A query for `name`; the DO (EDNS) and CD bits make separate entries in CoreDNS's
+    cache, so a poller can ask again sooner than a cached negative answer expires."""
+    flags = 0x0100 | (0x0010 if cd else 0)  # RD, CD
+    header = struct.pack(">HHHHHH", qid, flags, 1, 0, 0, 1 if do else 0)
+    qname = b"".join(bytes([len(p)]) + p.encode() for p in name.rstrip(".").split(".")) + b"\0"
+    question = qname + struct.pack(">HH", 1, 1)
+    opt = b"\0" + struct.pack(">HHIH", 41, 1232, 0x8000 if do else 0, 0) if do else b""
+    return header + question + opt
+
+
+def dns_answer(data: bytes) -> tuple[int, bool]:
+    """(query id, whether the answer is NOERROR with at least one record)."""
+    qid, flags, _, ancount = struct.unpack(">HHHH", data[:8])
+    return qid, (flags & 0x000F) == 0 and ancount > 0
+
+
+# ---------------------------------------------------------------- requests by client
+
+FLOW_METRIC = "apiserver_flowcontrol_dispatched_requests_total"
+
+
+def requests_by_flow_schema(metrics_text: str) -> dict[str, float]:
+    """Requests the API server dispatched, per FlowSchema, from its /metrics text."""
+    out: dict[str, float] = {}
+    for line in metrics_text.splitlines():
+        if not line.startswith(FLOW_METRIC + "{"):
+            continue
+        labels, value = line[len(FLOW_METRIC) + 1:].rsplit("} ", 1)
+        m = re.search(r'flow_schema="([^"]*)"', labels)
+        if m:
+            out[m.group(1)] = out.get(m.group(1), 0) + float(value)
+    return out
+
+
+CLIENT_METRIC = "rest_client_requests_total"
+
+
+def client_requests(metrics_text: str) -> float:
+    """Requests a Go client made, all codes and methods, from its process's /metrics text."""
+    return sum(float(line.rsplit(" ", 1)[1]) for line in metrics_text.splitlines()
+               if line.startswith(CLIENT_METRIC + "{") or line.startswith(CLIENT_METRIC + " "))
+
+
+def delta(before: dict[str, float], after: dict[str, float], keys) -> dict[str, int]:
+    return {k: round(after.get(k, 0) - before.get(k, 0)) for k in keys}
+
+
+# ---------------------------------------------------------------- objects
+
+def largest_object(items: list[dict]) -> tuple[int, str]:
+    """(bytes, kind/name) of the largest object as compact JSON, as the API server stores it."""
+    best = (0, "-")
+    for item in items:
+        size = len(json.dumps(item, separators=(",", ":")))
+        if size > best[0]:
+            best = (size, f"{item.get('kind', '?')}/{item['metadata']['name']}")
+    return best
+
+
+# ---------------------------------------------------------------- medians and tables
+
+WHO = ("tfhelm", "tfjob")
+
+
+def median(values) -> float | None:
+    values = [v for v in values if v is not None]
+    return statistics.median(values) if values else None
+
+
+def ratio(a, b) -> str:
+    return "-" if a is None or b is None or b == 0 else f"{a / b:.2f}×"
+
+
+def fmt_s(s) -> str:
+    if s is None:
+        return "-"
+    return f"{s:.2f} s" if s < 10 else f"{s:.1f} s" if s < 100 else f"{s:.0f} s"
+
+
+def fmt_bytes(b) -> str:
+    if b is None:
+        return "-"
+    for unit, scale in (("MiB", 2**20), ("KiB", 2**10)):
+        if b >= scale:
+            return f"{b / scale:.3g} {unit}"
+    return f"{b} B"
+
+
+def fmt_n(n) -> str:
+    return "-" if n is None else f"{n:,.0f}"
+
+
+# The rows of the table: (label, key in a run, formatter). Seconds from the submit command's
+# start unless the label says otherwise.
+TIME_ROWS = [
+    ("submit → all task pods Running", "running_s", fmt_s),
+    ("TF cluster complete (pods Running, every TF_CONFIG name resolves)", "complete_s", fmt_s),
+    ("submit command returns", "returned_s", fmt_s),
+    ("submit → last worker done (training itself)", "workers_done_s", fmt_s),
+    ("last worker done → training done seen", "done_seen_after_s", fmt_s),
+    ("last worker done → done condition (Job Complete / TFJob Succeeded)", "condition_after_s", fmt_s),
+    ("training done → PS gone", "ps_gone_after_s", fmt_s),
+    ("submit → PS gone (whole run)", "ps_gone_s", fmt_s),
+]
+COUNT_ROWS = [
+    ("Services", "services", fmt_n),
+    ("objects in the namespace", "objects", fmt_n),
+    ("largest object (compact JSON)", "largest_bytes", fmt_bytes),
+]
+
+
+def summarize(runs: list[dict], keys) -> dict[str, dict[str, float | None]]:
+    """Medians per side: {who: {key: median}} over the runs of that side."""
+    return {who: {k: median(r.get(k) for r in runs if r["who"] == who) for k in keys} for who in WHO}
+
+
+def table(runs: list[dict], rows, clients: list[str] | None = None) -> list[str]:
+    """Markdown rows `| what | tfhelm | TFJob | tfhelm / TFJob |` from the medians of runs."""
+    keys = [k for _, k, _ in rows]
+    req_keys = [f"requests:{c}" for c in clients or []]
+    flat = [dict(r, **{f"requests:{c}": v for c, v in (r.get("requests") or {}).items()}) for r in runs]
+    m = summarize(flat, keys + req_keys + ["requests_total"])
+    out = ["| | tfhelm | TFJob | tfhelm / TFJob |", "|---|---:|---:|---:|"]
+    for label, key, f in rows:
+        a, b = m["tfhelm"][key], m["tfjob"][key]
+        if a is None and b is None:
+            continue
+        out.append(f"| {label} | {f(a)} | {f(b)} | {ratio(a, b)} |")
+    for c in clients or []:
+        a, b = m["tfhelm"][f"requests:{c}"], m["tfjob"][f"requests:{c}"]
+        if a or b:
+            out.append(f"| requests: {c} | {fmt_n(a)} | {fmt_n(b)} | {ratio(a, b)} |")
+    a, b = m["tfhelm"]["requests_total"], m["tfjob"]["requests_total"]
+    if a is not None or b is not None:
+        out.append(f"| requests: all counted clients | {fmt_n(a)} | {fmt_n(b)} | {ratio(a, b)} |")
+    return out
+
+
+def fault_rows(runs: list[dict]) -> list[str]:
+    """One row per (fault, side): survived?, the deleted task's death and its replacement."""
+    out = ["| task deleted mid-training | | job survives | deleted task stopped | its pod object gone "
+           "| replacement Running | training done | workers restarted |", "|---|---|---|---:|---:|---:|---:|---:|"]
+    for fault in ("worker", "ps"):
+        for who in WHO:
+            rs = [r for r in runs if r["who"] == who and r.get("fault") == fault]
+            if not rs:
+                continue
+            survived = sum(1 for r in rs if r.get("succeeded"))
+            out.append(
+                f"| {fault} {'1' if fault == 'worker' else '0'} | {'tfhelm' if who == 'tfhelm' else 'TFJob'} "
+                f"| {survived}/{len(rs)} "
+                f"| {fmt_s(median(r.get('victim_stopped_s') for r in rs))} "
+                f"| {fmt_s(median(r.get('victim_gone_s') for r in rs))} "
+                f"| {fmt_s(median(r.get('replacement_running_s') for r in rs))} "
+                f"| {fmt_s(median(r.get('done_after_fault_s') for r in rs))} "
+                f"| {fmt_n(median(r.get('worker_restarts') for r in rs))} |")
+    return out
+
+
+def replace_between(text: str, begin: str, end: str, body: str) -> str | None:
+    """text with what lies between the markers replaced by body (None: no markers)."""
+    if begin not in text or end not in text:
+        return None
+    head, rest = text.split(begin, 1)
+    _, tail = rest.split(end, 1)
+    return f"{head}{begin}\n{body}{end}{tail}"

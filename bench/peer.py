@@ -72,7 +72,7 @@ import peerlib  # noqa: E402
 import scale  # noqa: E402  (the cluster, command runner, machine facts)
 from scale import REPO, log, run  # noqa: E402
 
-from tfhelm import localnode  # noqa: E402
+from tfhelm_dev import localnode  # noqa: E402
 
 NAME = "peer"
 SCRIPT = REPO / "examples" / "ps_between_graph.py"

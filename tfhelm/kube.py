@@ -149,6 +149,10 @@ class Watches:
             with self._lock:
                 self._open.discard(w)
 
+    @property
+    def stopped(self) -> bool:
+        return self._stopped
+
     def stop(self) -> None:
         with self._lock:
             self._stopped = True
@@ -409,6 +413,13 @@ class Kube:
                     self.apps.list_deployment_for_all_namespaces(label_selector=sel).items)
         return (self.batch.list_namespaced_job(namespace, label_selector=sel).items,
                 self.apps.list_namespaced_deployment(namespace, label_selector=sel).items)
+
+    def tf_succeeded_pods(self, namespace: str | None) -> Iterator[dict]:
+        """The metadata (JSON) of every TF cluster's Succeeded chief and worker pods in a
+        namespace (None: all namespaces), paged."""
+        path = f"/api/v1/namespaces/{namespace}/pods" if namespace else "/api/v1/pods"
+        return self.raw_list(path, METADATA_LIST, labelSelector=f"{CLUSTER_LABEL},tfhelm.io/role in (chief,worker)",
+                             fieldSelector=SUCCEEDED)
 
     def ran_only_on_simulated_nodes(self, namespace: str, cluster: str) -> bool:
         """Did the cluster's pods run on simulated (kwok) nodes only, where no container

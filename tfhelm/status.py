@@ -307,3 +307,16 @@ def cluster_rows(jobs: list, deployments: list, pods: SucceededTasks | None = No
         rows.append(ClusterRow(ns, name, f"{tasks_succeeded(worker, pods)}/{worker.total}" if worker else "-",
                                f"{ready}/{total}", "chief" in current, training_state(jrows, pods)))
     return rows
+
+
+def list_clusters(kube, namespace: str | None) -> list[ClusterRow]:
+    """`tfhelm list`: the rows from the Jobs and Deployments; while some training runs, its
+    Succeeded pods too (metadata only), so the rule is the one status and the reaper apply."""
+    jobs, deployments = kube.tf_workloads(namespace)
+    rows = cluster_rows(jobs, deployments)
+    if any(r.training == "Running" for r in rows):
+        done = SucceededTasks()
+        for pod in kube.tf_succeeded_pods(namespace):
+            done.add(pod["metadata"])
+        rows = cluster_rows(jobs, deployments, done)
+    return rows

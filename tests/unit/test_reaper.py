@@ -249,8 +249,11 @@ class FakeClient:
 
     def list_pods(self, namespace, selector):
         self.pod_selectors.append(selector)
-        if self.pods_forbidden:
-            raise k8s.ApiException(status=403, reason="Forbidden")
+        if self.pods_forbidden:  # as RBAC says it
+            e = k8s.ApiException(status=403, reason="Forbidden")
+            e.body = ('{"message": "pods is forbidden: User \\"system:serviceaccount:ns:c-reaper\\" '
+                      'cannot list resource \\"pods\\" in API group \\"\\" in the namespace \\"ns\\""}')
+            raise e
         return [{"metadata": m} for m in self.pods.values()], str(self.rv)
 
     def watch_pods(self, namespace, selector, resource_version, timeout):

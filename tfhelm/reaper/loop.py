@@ -29,7 +29,7 @@ __all__ = ["WATCH_SECONDS", "Reaper"]
 NO_PODS = "no read access to pods: training done is seen from the Jobs alone"
 
 
-# ---------------------------------------------------------------- what goes on the queue (and feed.py's)
+# ---------------------------------------------------------------- what else goes on the queue (feed.py: the feeds')
 
 @dataclass(frozen=True)
 class ActionDone:

@@ -343,14 +343,14 @@ class Kube:
             raise ApiException.from_response(http_resp=resp, body=resp.data.decode(errors="replace"), data=None)
         return resp
 
-    def get_json(self, path: str, accept: str = "application/json", **query) -> dict:
+    def get_json(self, path: str, accept: str = "application/json", timeout=None, **query) -> dict:
         """GET an API path as JSON (see `_get`)."""
-        return json.loads(self._get(path, accept, **query).read())
+        return json.loads(self._get(path, accept, timeout, **query).read())
 
-    def _pages(self, path: str, accept: str = "application/json", **query) -> Iterator[dict]:
+    def _pages(self, path: str, accept: str = "application/json", timeout=None, **query) -> Iterator[dict]:
         token = None
         while True:
-            page = self.get_json(path, accept, limit=PAGE, **{"continue": token}, **query)
+            page = self.get_json(path, accept, timeout, limit=PAGE, **{"continue": token}, **query)
             yield page
             token = (page.get("metadata") or {}).get("continue")
             if not token:
@@ -365,7 +365,7 @@ class Kube:
     def list_json(self, path: str, accept: str = "application/json", **query) -> tuple[list[dict], str]:
         """A list's items (JSON, paged) and its resourceVersion, to watch from."""
         items, version = [], ""
-        for page in self._pages(path, accept, **query):
+        for page in self._pages(path, accept, 30, **query):  # a feed's list: never hangs
             items += page.get("items") or []
             version = version or page["metadata"]["resourceVersion"]  # the snapshot of page 1
         return items, version

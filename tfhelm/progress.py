@@ -40,17 +40,13 @@ def feeds(kube: Kube, namespace: str, name: str, finishing: str, events: queue.Q
           watches: Watches) -> list[feed.Feed]:
     """The cluster's Jobs, PS Deployments and `finishing` Succeeded pods onto `events`."""
     sel, stop = f"{CLUSTER_LABEL}={name}", threading.Event()
+    ps, pods = f"{sel},tfhelm.io/role=ps", f"{sel},tfhelm.io/role={finishing}"
     jobs, deps = f"/apis/batch/v1/namespaces/{namespace}/jobs", f"/apis/apps/v1/namespaces/{namespace}/deployments"
 
-    def lister(path, selector):
-        return lambda: kube.list_json(path, labelSelector=selector)
-
-    def watcher(path, selector):
-        return lambda rv, t: kube.watch_json(watches, path, rv, t, labelSelector=selector)
-    pods = f"{sel},tfhelm.io/role={finishing}"
-    return [feed.Feed("jobs", "Jobs", lister(jobs, sel), watcher(jobs, sel), events, stop),
-            feed.Feed("deployments", "Deployments", lister(deps, f"{sel},tfhelm.io/role=ps"),
-                      watcher(deps, f"{sel},tfhelm.io/role=ps"), events, stop),
+    def of(name: str, what: str, path: str, selector: str) -> feed.Feed:
+        return feed.Feed(name, what, lambda: kube.list_json(path, labelSelector=selector),
+                         lambda rv, t: kube.watch_json(watches, path, rv, t, labelSelector=selector), events, stop)
+    return [of("jobs", "Jobs", jobs, sel), of("deployments", "Deployments", deps, ps),
             feed.Feed("pods", "pods", lambda: kube.succeeded_pods(namespace, pods),
                       lambda rv, t: kube.watch_succeeded_pods(watches, namespace, pods, rv, t), events, stop,
                       optional="no read access to pods")]

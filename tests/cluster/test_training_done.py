@@ -36,8 +36,8 @@ def labels(role: str) -> dict:
     return {"tfhelm.io/cluster": "m", "tfhelm.io/role": role, "helm.sh/chart": "tf-cluster-0.0.0"}
 
 
-def pod_spec() -> client.V1PodSpec:
-    return client.V1PodSpec(restart_policy="Never", automount_service_account_token=False,
+def pod_spec(restart: str = "Never") -> client.V1PodSpec:
+    return client.V1PodSpec(restart_policy=restart, automount_service_account_token=False,
                             containers=[client.V1Container(name="tensorflow", image="tfhelm-test/none:0",
                                                            security_context=RESTRICTED)])
 
@@ -67,7 +67,7 @@ def ps_deployment(apps, ns: str) -> None:
         metadata=client.V1ObjectMeta(name="m-ps-0", labels=labels("ps")),
         spec=client.V1DeploymentSpec(replicas=1, selector=client.V1LabelSelector(match_labels=sel),
                                      template=client.V1PodTemplateSpec(metadata=client.V1ObjectMeta(labels=sel),
-                                                                       spec=pod_spec()))))
+                                                                       spec=pod_spec("Always")))))
 
 
 def tfhelm(*args: str) -> subprocess.CompletedProcess:

@@ -68,8 +68,7 @@ def wait_for_training(kube: Kube, namespace: str, name: str, shape: Shape, conso
     events: queue.Queue = queue.Queue()
     watches = Watches()
     running = [f.start() for f in feeds(kube, namespace, name, finishing, events, watches)]
-    objects: dict[str, dict] = {"jobs": {}, "deployments": {}}  # by uid
-    pods, listed, last, unreachable = training.SucceededTasks(), set(), None, False
+    seen, last = _Seen(console), None
     try:
         with bar or contextlib.nullcontext():
             if bar:
@@ -80,34 +79,16 @@ def wait_for_training(kube: Kube, namespace: str, name: str, shape: Shape, conso
                     left = deadline - time.monotonic()
                     if left <= 0:  # also when events keep coming
                         raise queue.Empty
-                    event = events.get(timeout=left)
+                    seen.apply(events.get(timeout=left))
                 except queue.Empty:
                     raise TimedOut(f"{namespace}/{name}: training not finished after {timeout:.0f}s "
                                    "(--timeout)") from None
-                match event:
-                    case feed.Fatal(error):
-                        raise error
-                    case feed.WatchFailed(reason) if not unreachable:
-                        unreachable = True  # one line; the feeds retry until the timeout
-                        console.print(f"API server unreachable, retrying ({reason})", markup=False,
-                                      highlight=False, soft_wrap=True)
-                    case feed.Listed("pods", items):
-                        pods = training.SucceededTasks()
-                        for item in items:
-                            pods.add(item["metadata"])
-                    case feed.Listed(kind, items):
-                        objects[kind] = {o["metadata"]["uid"]: JsonObject(o) for o in items}
-                        listed.add(kind)
-                    case feed.Changed("pods", _, item):  # even DELETED: it did succeed
-                        pods.add(item["metadata"])
-                    case feed.Changed(kind, change, o) if change == "DELETED":
-                        objects[kind].pop(o["metadata"]["uid"], None)
-                    case feed.Changed(kind, _, o):
-                        objects[kind][o["metadata"]["uid"]] = JsonObject(o)
-                if listed != {"jobs", "deployments"}:
+                while not events.empty():  # what came meanwhile, then one update for all
+                    seen.apply(events.get_nowait())
+                if seen.listed != {"jobs", "deployments"}:
                     continue
-                jobs = training.job_rows(objects["jobs"].values())
-                now = counts(jobs, list(objects["deployments"].values()), finishing, pods)
+                jobs = training.job_rows(seen.objects["jobs"].values())
+                now = counts(jobs, list(seen.objects["deployments"].values()), finishing, seen.pods)
                 now = (min(now[0], total), min(now[1], goal))
                 if bar:
                     bar.update(started, completed=now[0])
@@ -116,9 +97,41 @@ def wait_for_training(kube: Kube, namespace: str, name: str, shape: Shape, conso
                     console.print(f"{started_text}: {now[0]}/{total}, {done_text}: {now[1]}/{goal}",
                                   markup=False, highlight=False, soft_wrap=True)
                 last = now
-                outcome = training.training_done(jobs, pods=pods)
+                outcome = training.training_done(jobs, pods=seen.pods)
                 if outcome:
                     break
     finally:
         feed.end(running, watches.stop)
     return outcome, kube.ran_only_on_simulated_nodes(namespace, name)
+
+
+class _Seen:
+    """What the feeds told so far: the Jobs and PS Deployments (JSON, by uid), the
+    Succeeded pods (counts)."""
+
+    def __init__(self, console: Console):
+        self.console = console
+        self.objects: dict[str, dict] = {"jobs": {}, "deployments": {}}
+        self.pods, self.listed, self.unreachable = training.SucceededTasks(), set(), False
+
+    def apply(self, event) -> None:
+        match event:
+            case feed.Fatal(error):
+                raise error
+            case feed.WatchFailed(reason) if not self.unreachable:
+                self.unreachable = True  # one line; the feeds retry until the timeout
+                self.console.print(f"API server unreachable, retrying ({reason})", markup=False,
+                                   highlight=False, soft_wrap=True)
+            case feed.Listed("pods", items):
+                self.pods = training.SucceededTasks()
+                for item in items:
+                    self.pods.add(item["metadata"])
+            case feed.Listed(kind, items):
+                self.objects[kind] = {o["metadata"]["uid"]: JsonObject(o) for o in items}
+                self.listed.add(kind)
+            case feed.Changed("pods", _, item):  # even DELETED: it did succeed
+                self.pods.add(item["metadata"])
+            case feed.Changed(kind, "DELETED", o):
+                self.objects[kind].pop(o["metadata"]["uid"], None)
+            case feed.Changed(kind, _, o):
+                self.objects[kind][o["metadata"]["uid"]] = JsonObject(o)

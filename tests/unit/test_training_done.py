@@ -16,7 +16,7 @@ from tfhelm.errors import TimedOut
 from tfhelm.reaper import REAP, ReapConfig
 from tfhelm.spec import Shape
 
-from tests.unit.test_reaper import T0, FakeClient, fast, job, pod_meta, rows, tasks
+from tests.unit.test_reaper import T0, FakeClient, fast, job, pod_meta, rows, tasks, wait_until
 
 
 def cond(j: k8s.V1Job, kind: str, reason: str | None = None) -> k8s.V1Job:
@@ -201,13 +201,15 @@ def test_up_wait_decides_at_the_last_pod_event_and_shows_progress():
     t = threading.Thread(target=lambda: box.update(result=progress.wait_for_training(
         kube, "ns", "c", Shape(workers=2, ps=1), console, timeout=30)), daemon=True)
     t.start()
+    wait_until(lambda: "worker tasks succeeded: 0/2" in out.getvalue())
     kube.send("pods", "ADDED", {"metadata": pod_meta(running, 0)})
+    wait_until(lambda: "worker tasks succeeded: 1/2" in out.getvalue())
+    assert t.is_alive()
     kube.send("pods", "ADDED", {"metadata": pod_meta(running, 1)})
     t.join(10)
     assert box["result"] == ("Complete", True)
     lines = out.getvalue().splitlines()
     assert lines[-1] == "tasks of ns/c started: 1/3, worker tasks succeeded: 2/2", lines
-    assert "worker tasks succeeded: 0/2" in lines[0]
 
 
 def test_up_wait_follows_the_job_and_honours_the_timeout():

@@ -423,13 +423,19 @@ class Kube:
 
     def ran_only_on_simulated_nodes(self, namespace: str, cluster: str) -> bool:
         """Did the cluster's pods run on simulated (kwok) nodes only, where no container
-        runs? False when none was scheduled. One paged pass over the pods and the nodes."""
-        used = {p["spec"]["nodeName"] for p in self.task_pods(namespace, cluster) if p["spec"].get("nodeName")}
-        if not used:
+        runs? False when none was scheduled. Two lists of at most one pod each, by field
+        selector (`up --wait` asks at the end: a pass over 1,024 pods took 0.3 s)."""
+        path, sel = f"/api/v1/namespaces/{namespace}/pods", f"{CLUSTER_LABEL}={cluster}"
+
+        def any_pod(*nodes: str) -> bool:
+            fields = ",".join(f"spec.nodeName!={n}" for n in ("", *nodes))  # scheduled, not on these
+            return bool(self.get_json(path, METADATA_LIST, labelSelector=sel, fieldSelector=fields,
+                                      limit=1).get("items"))
+        if not any_pod():
             return False
-        fake = {n["metadata"]["name"] for n in self.raw_list("/api/v1/nodes")
-                if (n["metadata"].get("annotations") or {}).get("kwok.x-k8s.io/node") == "fake"}
-        return used <= fake
+        fake = [n["metadata"]["name"] for n in self.raw_list("/api/v1/nodes", METADATA_LIST)
+                if (n["metadata"].get("annotations") or {}).get("kwok.x-k8s.io/node") == "fake"]
+        return not any_pod(*fake)
 
     def delete_jobs(self, namespace: str, cluster: str, names: list[str] | None = None,
                     timeout: float = 120) -> list[str]:

@@ -17,7 +17,7 @@ TFHELM := $(VENV)/bin/tfhelm
 export PATH := $(BIN):$(VENV)/bin:$(PATH)
 export GOTOOLCHAIN := local
 
-.PHONY: help install install-venv helm helm-docs test test-unit test-chart test-cluster demo docs chart-files clean \
+.PHONY: help install install-venv helm helm-docs test test-unit test-chart test-cluster demo docs chart-files schemas clean \
   build-demo build-test
 help: ## Show the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -25,10 +25,12 @@ help: ## Show the targets
 install: $(VENV)/.installed helm ## Python venv with tfhelm (editable) and helm
 install-venv: $(VENV)/.installed
 
-$(VENV)/.installed: pyproject.toml
+$(VENV)/.installed: pyproject.toml tfhelm_dev/__init__.py
 	python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[test]'
+	# The development cluster (tfhelm_dev/) is not in the wheel: the checkout itself goes on the path.
+	echo '$(CURDIR)' > "$$($(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/tfhelm-dev.pth"
 	touch $@
 
 helm: $(BIN)/helm
@@ -42,12 +44,15 @@ $(BIN)/helm-docs: mk/versions.mk
 	hack/cached-go-install.sh helm-docs $(HELM_DOCS_VERSION) $(BIN) -- \
 	  go install -ldflags "-s -w" github.com/norwoodj/helm-docs/cmd/helm-docs@$(HELM_DOCS_VERSION)
 
-docs: helm-docs chart-files ## Regenerate the charts' READMEs from their values.yaml comments
+docs: helm-docs chart-files schemas ## Regenerate the charts' READMEs from their values.yaml comments
 	$(BIN)/helm-docs --chart-search-root charts --template-files README.md.gotmpl
 	$(BIN)/helm-docs --chart-search-root charts/tf-cluster --template-files VALUES.md.gotmpl --output-file VALUES.md
 
 chart-files: ## The chart's launcher: tfhelm/launcher.py without its prose (Helm stores it in every release)
 	python3 hack/chart-files.py
+
+schemas: install-venv ## Each chart's values.schema.json from its values.schema.yaml, the shared defs and the contract
+	$(PY) hack/schemas.py
 
 test-unit: install ## Pure Python tests
 	$(PYTEST) tests/unit

@@ -3,7 +3,7 @@ decision, to `up --wait`'s return, and to the Job controller's own Complete cond
 
     python bench/done_latency.py [--sizes 4,256,1024] [--runs 3] [--runs-large 1]
 
-Against the local cluster (tfhelm.localcluster; started with enough kwok nodes if it is
+Against the local cluster (tfhelm_dev.localcluster; started with enough kwok nodes if it is
 not running, and stopped again). For each worker count N it installs a cluster the way
 `tfhelm up` does (PS release + workload release) with workers that run until the bench
 completes them, lets them all run, then starts in this process the reaper (grace 1 h: it
@@ -35,12 +35,13 @@ sys.path.insert(0, os.environ.get("TFHELM_SRC") or str(REPO))
 from kubernetes import client, watch  # noqa: E402
 from rich.console import Console  # noqa: E402
 
-from tfhelm import deploy, localcluster, progress  # noqa: E402
+from tfhelm import deploy, progress  # noqa: E402
 from tfhelm.helm import Helm  # noqa: E402
 from tfhelm.kube import Kube, load_config  # noqa: E402
 from tfhelm.reaper import KubeReapClient, ReapConfig, Reaper  # noqa: E402
 from tfhelm.spec import Shape  # noqa: E402
 from tfhelm.values import ClusterOptions  # noqa: E402
+from tfhelm_dev import localcluster  # noqa: E402
 
 PODS_PER_NODE = 200
 VALUES = {

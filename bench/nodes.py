@@ -25,7 +25,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from tfhelm import localcluster, localnode  # noqa: E402
+from tfhelm_dev import localcluster, localnode  # noqa: E402
 
 RESULTS = REPO / "bench" / "results"
 

@@ -2,7 +2,7 @@
 
     python bench/reaper_latency.py [--runs 5] [--grace 1] [--sizes 1x2,1x50,20x2]
 
-Against the local cluster (tfhelm.localcluster; started if it is not running, honouring
+Against the local cluster (tfhelm_dev.localcluster; started if it is not running, honouring
 TFHELM_LOCAL_DIR) or KUBECONFIG with --kubeconfig-as-is. For each size CLUSTERSxWORKERS it
 installs the clusters the way `tfhelm up` does (PS release + workload release), runs the
 reaper in this process (one watch per cluster for one cluster, one watch for the namespace
@@ -38,7 +38,8 @@ sys.path.insert(0, str(REPO))
 
 from kubernetes import client, watch  # noqa: E402
 
-from tfhelm import deploy, localcluster  # noqa: E402
+from tfhelm import deploy  # noqa: E402
+from tfhelm_dev import localcluster  # noqa: E402
 from tfhelm.helm import Helm, helm_executable  # noqa: E402
 from tfhelm.kube import Kube, load_config  # noqa: E402
 from tfhelm.reaper import KubeReapClient, ReapConfig, Reaper  # noqa: E402

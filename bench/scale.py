@@ -66,7 +66,7 @@ LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 FULL = {"static": [8, 64, 512, 2048, 10_000, 100_000], "cluster": [8, 1024, 4096],
         "resources": 1024}
 QUICK = {"static": [8, 512, 10_000], "cluster": [8, 512], "resources": 256}
-PODS_PER_NODE = 250  # tfhelm.localcluster's kwok nodes
+PODS_PER_NODE = 250  # tfhelm_dev.localcluster's kwok nodes
 # Small requests so thousands of pods fit the kwok nodes; workers stay Running (kwok would
 # complete Job pods after 3 s) unless a run says otherwise.
 BENCH_VALUES = {
@@ -216,12 +216,12 @@ def static_row(n: int) -> dict:
 # ---------------------------------------------------------------- the local cluster
 
 class Cluster:
-    """The local cluster (tfhelm.localcluster), started with enough kwok nodes if needed."""
+    """The local cluster (tfhelm_dev.localcluster), started with enough kwok nodes if needed."""
 
     def __init__(self, pods: int):
         from kubernetes import client, config
 
-        from tfhelm import localcluster
+        from tfhelm_dev import localcluster
 
         self.lc = localcluster
         nodes = math.ceil(pods * 1.1 / PODS_PER_NODE) + 2  # + the tainted user node

@@ -1,12 +1,11 @@
 #!/usr/bin/env python3
 """Write the chart's copy of the task launcher: tfhelm/launcher.py without its docstrings,
-comments and blank lines, as charts/tf-cluster/files/launcher.py.
+comments and blank lines, as charts/tf-cluster/charts/tf-cluster-lib/files/launcher.py.
 
-Helm stores every chart file in every release (base64 inside the gzipped release Secret:
-each byte of a chart file costs about one stored byte) and the launcher once more in the
-config ConfigMap, so its prose would cost a release more than the rest of the chart's
-growth. The documented source stays in tfhelm/; `make chart-files` runs this, and
-tests/chart/test_chart_files.py fails when the copy is stale.
+The copy sits in the library subchart (which Helm does not store in release Secrets), but
+every release's config ConfigMap carries it, so each of its bytes is stored once per
+revision and mounted into every task. The documented source stays in tfhelm/; `make
+chart-files` runs this, and tests/chart/test_programs.py fails when the copy is stale.
 """
 
 from __future__ import annotations
@@ -18,7 +17,7 @@ import tokenize
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-COPIES = {REPO / "tfhelm" / "launcher.py": REPO / "charts" / "tf-cluster" / "files" / "launcher.py"}
+COPIES = {REPO / "tfhelm" / "launcher.py": REPO / "charts" / "tf-cluster" / "charts" / "tf-cluster-lib" / "files" / "launcher.py"}
 HEADER = "# Generated from tfhelm/launcher.py by `make chart-files`: read and edit that file.\n"
 
 

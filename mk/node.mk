@@ -1,4 +1,4 @@
-# The local cluster's real nodes (tfhelm/localnode.py): kubelet and kube-proxy come with the
+# The local cluster's real nodes (tfhelm_dev/localnode.py): kubelet and kube-proxy come with the
 # Kubernetes build in mk/testenv.mk; here containerd and CoreDNS from Go modules (cached per
 # version like every binary), kube-router (NetworkPolicy), Debian's runc, CNI plugins,
 # iptables, ipset and bindfs, and the images, built without a registry by

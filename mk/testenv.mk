@@ -3,7 +3,7 @@
 # plus kubectl, kwok and kwokctl, all built from Go modules at the versions in
 # mk/versions.mk and cached per version by hack/cached-go-install.sh
 # (~/.cache/tfhelm/bin/<version>/), so a fresh clone copies instead of rebuilding.
-# tfhelm/localcluster.py runs them; see hack/testenv/README.md.
+# tfhelm_dev/localcluster.py runs them; see hack/testenv/README.md.
 
 TESTENV     := $(CURDIR)/hack/testenv
 K8S_BINS    := kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet kube-proxy
@@ -50,7 +50,7 @@ $(addprefix $(BIN)/,$(KWOK_BINS)) &: mk/versions.mk
 
 # kwok Stages: kwok's own kustomize/stage/ files from the module cache, patched
 # by hack/testenv/stages/kustomization.yaml. Also kept beside the kwok binaries
-# in the cache so tfhelm.localcluster finds a complete set there.
+# in the cache so tfhelm_dev.localcluster finds a complete set there.
 $(KWOK_STAGES): mk/versions.mk $(TESTENV)/stages/kustomization.yaml | $(BIN)/kubectl
 	@echo ">> assembling $@ from sigs.k8s.io/kwok@$(KWOK_VERSION) kustomize/stage"
 	@tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \

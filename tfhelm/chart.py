@@ -23,8 +23,8 @@ def charts_dir() -> Path:
 
 
 # What a chart version pins: everything that changes what it renders. README and Chart.yaml
-# (metadata) may change within a version.
-_UNPINNED = {"README.md", "README.md.gotmpl", ".helmignore", "Chart.yaml"}
+# (metadata) may change within a version; values.schema.yaml is pinned by the JSON made from it.
+_UNPINNED = {"README.md", "README.md.gotmpl", ".helmignore", "Chart.yaml", "values.schema.yaml"}
 
 
 def chart_digest(chart: str = "tf-cluster", root: Path | None = None) -> str:

@@ -5,9 +5,10 @@ A cluster with parameter servers is two releases of the same chart: `<name>-ps`
 once training is done. Both get the same values, hence the same TF_CONFIG and the same
 generation (the hash in the Job names: a changed cluster gets new Jobs).
 
-The PS release is installed first. A `tfhelm up` killed between the two leaves a PS
-release without its workload: `find()` reports it as interrupted, and `up` (again),
-`down` and `reap` finish or remove it.
+Both releases install at once (one Helm process each). A `tfhelm up` killed meanwhile can
+leave one without the other: `up` again finishes either; a PS release without its workload
+is what `find()` reports as interrupted, and `down` and `reap` remove it. (A workload
+release without its PS release is also what the reaper leaves once training is done.)
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ class Plan:
     name: str
     namespace: str
     values: dict
-    releases: list[Release]  # install order: PS first, so workers find them sooner
+    releases: list[Release]  # the PS release first
     cluster: ClusterValues  # the same values, normalized once (shape, reaper settings)
 
     @property
@@ -75,6 +76,7 @@ class Installed:
     namespace: str
     workload: bool
     ps: bool
+    values: dict | None = None  # the user-supplied values (the workload release's, else the PS')
 
     @property
     def interrupted(self) -> bool:
@@ -90,13 +92,14 @@ class Installed:
 def find(name: str, namespace: str, helm: Helm, field: str = "NAME") -> Installed:
     """The cluster's releases; a release of that name from another chart is a usage error,
     so `down`, `status`, `reap` and `tfconfig` never act on, say, a user's workspace."""
-    charts = helm.charts(namespace, (name, spec.ps_release(name)))
-    for release in (name, spec.ps_release(name)):
-        chart = charts.get(release)
-        if chart is not None and chart != CHART:
-            raise SpecError(field, f"release {namespace}/{release} holds chart {chart}, not a TF "
+    found = helm.releases(namespace, (name, spec.ps_release(name)))
+    for release, stored in found.items():
+        if stored.chart != CHART:
+            raise SpecError(field, f"release {namespace}/{release} holds chart {stored.chart}, not a TF "
                             f"cluster ({CHART})", "tfhelm acts only on tf-cluster releases")
-    return Installed(name, namespace, name in charts, spec.ps_release(name) in charts)
+    first = found.get(name) or found.get(spec.ps_release(name))
+    return Installed(name, namespace, name in found, spec.ps_release(name) in found,
+                     first.values if first else None)
 
 
 class ReplaceRefused(UsageError):
@@ -146,11 +149,9 @@ def value_changes(old: dict, new: dict) -> list[str]:
             for k in sorted(set(a) | set(b)) if a.get(k, ...) != b.get(k, ...)]
 
 
-def change_of(p: Plan, rendered: dict[str, list[dict]], helm: Helm, kube: Kube) -> Change:
+def change_of(p: Plan, rendered: dict[str, list[dict]], installed: Installed, kube: Kube) -> Change:
     """What an upgrade would change (values, Jobs); reads the cluster, changes nothing."""
-    old = helm.get_values(p.name, p.namespace)
-    if old is None:
-        old = helm.get_values(spec.ps_release(p.name), p.namespace)
+    old = installed.values
     workload = rendered[p.name]
     new_jobs = manifests.job_names(workload)
     current = [training.job_row(j) for j in kube.objects(p.namespace, p.name).jobs
@@ -176,9 +177,14 @@ def up(p: Plan, helm: Helm, kube: Kube, notify: Notify = lambda _: None,
        failed release; releases, PVCs and the namespace this call created are removed.
        PVCs that existed before (data) are never touched.
     """
+    import threading
+
     from tfhelm.lock import InstallLock
 
+    loading = threading.Thread(target=kube.load_apis, daemon=True)
+    loading.start()
     rendered = render(p, helm)
+    loading.join()
     kube.ping()
     made_namespace = kube.ensure_namespace(p.namespace)  # the lock lives in it
     try:
@@ -196,7 +202,7 @@ def _install(p: Plan, rendered: dict[str, list[dict]], helm: Helm, kube: Kube, n
     installed = find(p.name, p.namespace, helm, field="--name")  # refuses other charts' releases
     existing = {p.name} if installed.workload else set()
     existing |= {spec.ps_release(p.name)} if installed.ps else set()
-    change = change_of(p, rendered, helm, kube)
+    change = change_of(p, rendered, installed, kube)
     rerun = replace and change.current and not (change.values or change.replaced)
     for line in [] if rerun else change.lines():
         notify(line)
@@ -209,7 +215,7 @@ def _install(p: Plan, rendered: dict[str, list[dict]], helm: Helm, kube: Kube, n
     pvcs_before = kube.pvc_names(p.namespace, p.name)
     created: list[str] = []
     try:
-        drift = [d for r in p.releases for d in kube.dry_run_apply(p.namespace, rendered[r.name])]
+        drift = kube.dry_run_apply(p.namespace, [o for r in p.releases for o in rendered[r.name]])
         notify(f"the API server admits every object of {p.namespace}/{p.name} (server-side dry run)")
         for d in drift:
             notify(f"drift: {d}; set back to the chart's value")
@@ -218,13 +224,14 @@ def _install(p: Plan, rendered: dict[str, list[dict]], helm: Helm, kube: Kube, n
             for name in kube.delete_jobs(p.namespace, p.name, None if rerun else [j.name for j in change.replaced]):
                 notify(f"deleted Job {p.namespace}/{name}{' for a new run' if rerun else ''}; its pods are gone")
         for r in p.releases:
-            existed = r.name in existing
-            notify(f"{'upgrading' if existed else 'installing'} release {p.namespace}/{r.name}")
-            # No wait between the releases: the PS mount the volumes the workload release
-            # makes, and workers retry until the PS answer. `--wait` watches training.
-            helm.install_or_upgrade(r.name, r.values, p.namespace, wait=False)
-            if not existed:
-                created.append(r.name)
+            notify(f"{'upgrading' if r.name in existing else 'installing'} release {p.namespace}/{r.name}")
+        # Both at once, neither waits: the PS mount the volumes the workload release makes,
+        # and workers retry until the PS answer. `--wait` watches training.
+        results = helm.install_all({r.name: (r.values, r.name in existing) for r in p.releases}, p.namespace)
+        created += [r for r, rev in results.items() if r not in existing and not isinstance(rev, Exception)]
+        for rev in results.values():
+            if isinstance(rev, Exception):
+                raise rev
     except Exception:
         _undo(p, helm, kube, created, pvcs_before, made_namespace, notify)
         raise
@@ -252,9 +259,7 @@ def down(name: str, namespace: str, helm: Helm, kube: Kube, purge: bool = False,
                notify: Notify = lambda _: None) -> bool:
     """Uninstall both releases (an interrupted install's PS release too); PVCs (data, logs,
     checkpoints) stay unless `purge`. Returns False when there was nothing to remove."""
-    find(name, namespace, helm)
-    values = (helm.get_values(name, namespace) or helm.get_values(spec.ps_release(name), namespace)
-              or {}) if purge else {}
+    values = find(name, namespace, helm).values or {}
     found = False
     for release in (spec.ps_release(name), name):
         if helm.uninstall(release, namespace):

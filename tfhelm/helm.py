@@ -14,6 +14,7 @@ import logging
 import os
 import re
 import shutil
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
@@ -93,8 +94,17 @@ def _pattern_descriptions() -> dict[str, str]:
     return found
 
 
+HISTORY_MAX = 10  # revisions Helm keeps per release (its own default)
+
 # A release in these states is gone or going, as `helm list` (without --all) sees it.
 _GONE = {"uninstalled", "uninstalling"}
+
+
+@dataclass
+class Stored:
+    """An installed release: the chart it came from and its user-supplied values."""
+    chart: str
+    values: dict
 
 
 class Helm:
@@ -108,6 +118,7 @@ class Helm:
         # pyhelm3 logs every failed command; tfhelm reports the failure itself, once.
         logging.getLogger("pyhelm3").setLevel(logging.CRITICAL)
         self._errors = errors
+        self.timeout = timeout
         self.command = command or Command(executable=helm_executable(), default_timeout=timeout)
 
     @staticmethod
@@ -143,23 +154,49 @@ class Helm:
         return yamlio.load_docs(out)
 
     def install_or_upgrade(self, release: str, values: dict, namespace: str,
-                           chart: str = "tf-cluster", wait: bool = True) -> int:
+                           chart: str = "tf-cluster", wait: bool = True, exists: bool | None = None) -> int:
         """Install or upgrade; no half-made release stays. With wait, Helm waits for the
         objects to be ready and rolls a failure back. Without, it returns once the API
         server accepted every object, and a refused first install is uninstalled here.
         Fields edited by hand since are taken back (server-side apply with force), so drift
-        is repaired instead of failing every later upgrade. Returns the new revision."""
-        first = not wait and self.get_values(release, namespace) is None
+        is repaired instead of failing every later upgrade. Returns the new revision.
+        `exists`: whether the release exists, when the caller has just read it."""
+        return asyncio.run(self._install(release, values, namespace, chart, wait, exists))
+
+    def install_all(self, releases: dict[str, tuple[dict, bool]], namespace: str,
+                    chart: str = "tf-cluster") -> dict[str, int | ReleaseError]:
+        """`install_or_upgrade` (without wait) of each release (name -> (values, exists)), all
+        at once; each one's revision, or its ReleaseError."""
+        async def each(release, values, exists):
+            try:
+                return await self._install(release, values, namespace, chart, False, exists)
+            except ReleaseError as err:
+                return err
+
+        async def gather():
+            return await asyncio.gather(*(each(r, v, e) for r, (v, e) in releases.items()))
+
+        return dict(zip(releases, asyncio.run(gather())))
+
+    async def _install(self, release: str, values: dict, namespace: str, chart: str, wait: bool,
+                       exists: bool | None) -> int:
+        if exists is None and not wait:
+            exists = await self._read(release, namespace, self.command.get_values(
+                release, namespace=namespace)) is not None
+        # The API server validates every object strictly (Helm 4 applies with
+        # fieldValidation=Strict), so Helm's own OpenAPI check would only fetch the schema.
+        args = ["upgrade", release, chart_path(chart), "--install", "--history-max", str(HISTORY_MAX),
+                "--output", "json", "--timeout", self.timeout, "--values", "-", "--namespace", namespace,
+                "--force-conflicts", "--disable-openapi-validation"]
+        args += ["--rollback-on-failure", "--wait", "--wait-for-jobs"] if wait else []
         try:
-            rev = asyncio.run(self.command.install_or_upgrade(
-                release, chart_path(chart), values, namespace=namespace, atomic=wait, wait=wait,
-                create_namespace=False, force_conflicts=True))
-            return rev["version"]
+            out = await self.command.run(args, json.dumps(values).encode())
+            return json.loads(out[out.index(b"{"):])["version"]  # after any registry lines
         except self._errors.Error as err:
-            if first:
+            if not wait and not exists:
                 try:
-                    self.uninstall(release, namespace, wait=False)
-                except ReleaseError:
+                    await self.command.uninstall(release, namespace=namespace, wait=False)
+                except self._errors.Error:
                     pass  # the install's own error is the one to report
             raise ReleaseError(namespace, release, "install", helm_message(err)) from err
 
@@ -187,13 +224,23 @@ class Helm:
     def charts(self, namespace: str, releases) -> dict[str, str]:
         """Which of these releases exist, whatever their state (a killed install is
         pending), and the chart each came from (its metadata): {"mnist": "tf-cluster"}."""
+        return {r: s.chart for r, s in self.releases(namespace, releases, values=False).items()}
+
+    def releases(self, namespace: str, releases, values: bool = True) -> dict[str, Stored]:
+        """The releases of these names that exist (as `charts`), with their user-supplied
+        values: every Helm process of the lookup runs at once."""
         releases = list(releases)
         # Reported as before, when this was one `helm list`: "list NAMESPACE/* failed: ...".
-        found = self._all(*(self._read("*", namespace, self.command.run(
+        reads = [self._read("*", namespace, self.command.run(
             ["get", "metadata", r, "--namespace", namespace, "--output", "json"]), action="list")
-            for r in releases))
-        metadata = {r: json.loads(m) for r, m in zip(releases, found) if m is not None}
-        return {r: m["chart"] for r, m in metadata.items() if m.get("status") not in _GONE}
+            for r in releases]
+        if values:
+            reads += [self._read(r, namespace, self.command.get_values(r, namespace=namespace)) for r in releases]
+        found = self._all(*reads)
+        metadata = [None if m is None else json.loads(m) for m in found[:len(releases)]]
+        given = found[len(releases):] or [None] * len(releases)
+        return {r: Stored(m["chart"], v or {}) for r, m, v in zip(releases, metadata, given)
+                if m is not None and m.get("status") not in _GONE}
 
     async def _read(self, release: str, namespace: str, call, action: str = "read"):
         """Await a `helm get ...` call; None when the release does not exist."""

@@ -164,7 +164,7 @@ class Watches:
 @dataclass
 class ClusterObjects:
     pods: list  # the API's JSON (dicts), as `Kube.task_pods` yields them
-    jobs: list  # kubernetes client models from here on
+    jobs: list  # JsonObjects from here on (read like client models)
     deployments: list
     pvcs: list
 
@@ -232,6 +232,11 @@ class Kube:
     def apps(self) -> client.AppsV1Api:
         return client.AppsV1Api(self.api)
 
+    def load_apis(self) -> None:
+        """Import the one typed API module `up` uses (the install lock's Lease API: a
+        generated module takes a while to import), so `up` does it while Helm renders."""
+        client.CoordinationV1Api  # noqa: B018 - touched for its import
+
     def ping(self) -> str:
         """The server's version, or ClusterUnreachable naming the address tried."""
         try:
@@ -242,13 +247,14 @@ class Kube:
     def ensure_namespace(self, namespace: str) -> bool:
         """Create the namespace if missing; True when this call created it."""
         try:
-            self.core.read_namespace(namespace)
+            self.get_json(f"/api/v1/namespaces/{namespace}")
             return False
         except ApiException as err:
             if err.status != 404:
                 raise api_error(err, f"namespace {namespace}") from err
         try:
-            self.core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=namespace)))
+            self.request_json("POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
+                                                             "metadata": {"name": namespace}})
             return True
         except ApiException as err:
             if err.status == 409:  # another `tfhelm up` made it just now
@@ -262,57 +268,68 @@ class Kube:
             if err.status != 404:
                 raise api_error(err, f"namespace {namespace}") from err
 
-    def server_side_apply(self, obj: dict, namespace: str | None = None, *, manager: str = "tfhelm",
-                          force: bool = True, dry_run: bool = False):
-        """Server-side apply of one object (any kind the API server serves)."""
+    def _resource(self, obj: dict):
+        """The API resource serving an object's kind (discovery once per client)."""
         from kubernetes.dynamic import DynamicClient
         from kubernetes.dynamic.exceptions import ResourceNotFoundError
 
-        if "_dynamic" not in self.__dict__:  # discovery once per client
+        if "_dynamic" not in self.__dict__:
             self._dynamic = DynamicClient(self.api)
         try:
-            resource = self._dynamic.resources.get(api_version=obj["apiVersion"], kind=obj["kind"])
+            return self._dynamic.resources.get(api_version=obj["apiVersion"], kind=obj["kind"])
         except ResourceNotFoundError as err:
             raise TfhelmError(f"this cluster does not serve {obj['kind']} ({obj['apiVersion']})") from err
+
+    def server_side_apply(self, obj: dict, namespace: str | None = None, *, manager: str = "tfhelm",
+                          force: bool = True, dry_run: bool = False):
+        """Server-side apply of one object (any kind the API server serves)."""
+        resource = self._resource(obj)
         return self._dynamic.server_side_apply(
             resource, body=obj, namespace=namespace if resource.namespaced else None,
-            field_manager=manager, force_conflicts=force, dry_run="All" if dry_run else None)
+            field_manager=manager, force_conflicts=force, dry_run="All" if dry_run else None,
+            query_params=[("fieldValidation", "Strict")])  # as Helm 4 applies: unknown fields fail
 
     def dry_run_apply(self, namespace: str, objects: list[dict]) -> list[str]:
         """Server-side apply of every object with dryRun=All, as Helm's own field manager:
         admission (quota, Pod Security, policies) and validation run as for a real apply,
-        and nothing is stored. Raises AdmissionRefused naming the first object the API
-        server refuses. Returns the drift: fields someone else changed since Helm applied
-        them, one line per object (Helm takes them back: it applies with force)."""
+        and nothing is stored. Raises AdmissionRefused naming the first object (in order)
+        the API server refuses. Returns the drift: fields someone else changed since Helm
+        applied them, one line per object (Helm takes them back: it applies with force).
+        The requests run concurrently: each object is checked on its own."""
+        from concurrent.futures import ThreadPoolExecutor
+
         roles = {o["metadata"]["name"] for o in objects if o.get("kind") == "Role"}
-        drift = []
-        for obj in objects:
-            kind, name = obj.get("kind", "?"), obj.get("metadata", {}).get("name", "?")
+        for first in {(o["apiVersion"], o["kind"]): o for o in objects}.values():
+            self._resource(first)  # discovery (lazy, per group) before the threads share it
+        with ThreadPoolExecutor(min(8, len(objects) or 1)) as pool:
+            futures = [pool.submit(self._dry_run_one, namespace, obj, roles) for obj in objects]
+        return [d for f in futures if (d := f.result())]
+
+    def _dry_run_one(self, namespace: str, obj: dict, roles: set[str]) -> str | None:
+        kind, name = obj.get("kind", "?"), obj.get("metadata", {}).get("name", "?")
+        try:
             try:
-                try:
-                    self.server_side_apply(obj, namespace, manager=HELM_FIELD_MANAGER, force=False,
-                                           dry_run=True)
-                except ApiException as err:
-                    conflict = apply_conflicts(api_message(err)) if err.status == 409 else None
-                    if conflict is None:
-                        raise
-                    if conflict:
-                        drift.append(f"{kind} {namespace}/{name}: {conflict}")
-                    self.server_side_apply(obj, namespace, manager=HELM_FIELD_MANAGER, dry_run=True)
+                self.server_side_apply(obj, namespace, manager=HELM_FIELD_MANAGER, force=False,
+                                       dry_run=True)
+                return None
             except ApiException as err:
-                # A dry run stores nothing: a RoleBinding to a Role of the same release cannot
-                # be checked (the RBAC escalation check finds no Role) until the Role exists.
-                if err.status == 404 and kind == "RoleBinding" and obj.get("roleRef", {}).get("name") in roles:
-                    continue
-                if access_denied(err):  # RBAC (exit 3); admission's refusals are exit 5
-                    raise api_error(err, f"{kind} {namespace}/{name}") from err
-                raise AdmissionRefused(namespace, kind, name, api_message(err)) from err
-        return drift
+                conflict = apply_conflicts(api_message(err)) if err.status == 409 else None
+                if conflict is None:
+                    raise
+                self.server_side_apply(obj, namespace, manager=HELM_FIELD_MANAGER, dry_run=True)
+                return f"{kind} {namespace}/{name}: {conflict}" if conflict else None
+        except ApiException as err:
+            # A dry run stores nothing: a RoleBinding to a Role of the same release cannot
+            # be checked (the RBAC escalation check finds no Role) until the Role exists.
+            if err.status == 404 and kind == "RoleBinding" and obj.get("roleRef", {}).get("name") in roles:
+                return None
+            if access_denied(err):  # RBAC (exit 3); admission's refusals are exit 5
+                raise api_error(err, f"{kind} {namespace}/{name}") from err
+            raise AdmissionRefused(namespace, kind, name, api_message(err)) from err
 
     def pvc_names(self, namespace: str, cluster: str) -> set[str]:
         """The cluster's PVCs (by label: a PVC someone else makes meanwhile is not ours)."""
-        return {p.metadata.name for p in self.core.list_namespaced_persistent_volume_claim(
-            namespace, label_selector=f"{CLUSTER_LABEL}={cluster}").items}
+        return {p.metadata.name for p in self.objects(namespace, cluster).pvcs}
 
     def delete_pvc(self, namespace: str, name: str) -> None:
         try:
@@ -325,27 +342,34 @@ class Kube:
         sel = f"{CLUSTER_LABEL}={cluster}"
         return ListedObjects({
             "pods": lambda: list(self.task_pods(namespace, cluster)),
-            "jobs": lambda: self.batch.list_namespaced_job(namespace, label_selector=sel).items,
-            "deployments": lambda: self.apps.list_namespaced_deployment(namespace, label_selector=sel).items,
-            "pvcs": lambda: self.core.list_namespaced_persistent_volume_claim(namespace, label_selector=sel).items,
+            "jobs": lambda: self.listed(f"/apis/batch/v1/namespaces/{namespace}/jobs", labelSelector=sel),
+            "deployments": lambda: self.listed(f"/apis/apps/v1/namespaces/{namespace}/deployments", labelSelector=sel),
+            "pvcs": lambda: self.listed(f"/api/v1/namespaces/{namespace}/persistentvolumeclaims", labelSelector=sel),
         })
 
-    def _get(self, path: str, accept: str = "application/json", timeout=None, **query):
-        """GET an API path through the configured client (auth, TLS), without the generated
-        API classes: importing those builds hundreds of pydantic models (~2 s of CPU), and
-        decoding into them costs many times json.loads. The body of a success is not read yet."""
+    def get_json(self, path: str, accept: str = "application/json", timeout=None, **query) -> dict:
+        """GET an API path as JSON through the configured client (auth, TLS), without the
+        generated API classes: importing those builds hundreds of pydantic models (~2 s of
+        CPU), and decoding into them costs many times json.loads."""
+        return json.loads(self._request("GET", path, accept=accept, timeout=timeout, **query).read())
+
+    def request_json(self, method: str, path: str, body: dict | None = None, **query) -> dict:
+        """One request with a JSON body and answer (see get_json); raises ApiException."""
+        return json.loads(self._request(method, path, body, **query).read())
+
+    def _request(self, method: str, path: str, body: dict | None = None, accept: str = "application/json",
+                 timeout=None, **query):
+        """One request (see get_json); raises ApiException. The body of a success is not read
+        yet: a watch streams it."""
         params = [(k, v) for k, v in query.items() if v is not None]
-        request = self.api.param_serialize("GET", path, query_params=params, auth_settings=["BearerToken"],
-                                           header_params={"Accept": accept})
+        headers = {"Accept": accept, **({"Content-Type": "application/json"} if body is not None else {})}
+        request = self.api.param_serialize(method, path, query_params=params, auth_settings=["BearerToken"],
+                                           header_params=headers, body=body)
         resp = self.api.call_api(*request, _request_timeout=timeout)
         if not 200 <= resp.status <= 299:
             resp.read()
             raise ApiException.from_response(http_resp=resp, body=resp.data.decode(errors="replace"), data=None)
         return resp
-
-    def get_json(self, path: str, accept: str = "application/json", timeout=None, **query) -> dict:
-        """GET an API path as JSON (see `_get`)."""
-        return json.loads(self._get(path, accept, timeout, **query).read())
 
     def _pages(self, path: str, accept: str = "application/json", timeout=None, **query) -> Iterator[dict]:
         token = None
@@ -375,8 +399,9 @@ class Kube:
         """Watch an API path from `resource_version` (see Watches.stream), objects as JSON."""
         def request(*, watch, resource_version, allow_watch_bookmarks, timeout_seconds, _preload_content,
                     _request_timeout):
-            return self._get(path, accept, _request_timeout, watch="true", resourceVersion=resource_version,
-                             allowWatchBookmarks="true", timeoutSeconds=str(timeout_seconds), **query).response
+            return self._request("GET", path, accept=accept, timeout=_request_timeout, watch="true",
+                                 resourceVersion=resource_version, allowWatchBookmarks="true",
+                                 timeoutSeconds=str(timeout_seconds), **query).response
         return watches.stream(request, resource_version=resource_version, timeout=timeout, raw=True)
 
     def succeeded_pods(self, namespace: str, selector: str) -> tuple[list[dict], str]:

@@ -8,7 +8,7 @@ with the standard library alone.)
     python launcher.py tfconfig               # print this task's TF_CONFIG (kubectl exec)
     python launcher.py packages DIR [PIP OPTIONS...] -- REQUIREMENT...  # a run's extra packages
 
-The chart mounts this program from a ConfigMap (its copy, charts/tf-cluster/files/launcher.py,
+The chart mounts this program from a ConfigMap (its copy, charts/tf-cluster/charts/tf-cluster-lib/files/launcher.py,
 is this file without docstrings and comments: `make chart-files`; so the chart alone is
 complete) and `tfhelm run --local` runs this file, so it must stay importable with the
 standard library alone: stock TensorFlow images have no tfhelm installed. TensorFlow is

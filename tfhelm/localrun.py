@@ -35,7 +35,7 @@ from tfhelm.errors import UsageError
 LAUNCHER = Path(__file__).with_name("launcher.py")
 SERVER, SCRIPT = "server", "script"
 LOCAL_HOST = "127.0.0.1"
-DEFAULT_GRACE = 10.0  # seconds for script tasks to finish after completion; then SIGTERM
+FINISH_GRACE = 10.0  # seconds for script tasks to finish after completion; then SIGTERM
 KILL_AFTER = 5.0  # seconds between SIGTERM and SIGKILL
 
 TaskKey = tuple[str, int]
@@ -219,7 +219,7 @@ class LocalCluster:
     """Processes of one local run; each in its own process group, all stopped on exit."""
 
     def __init__(self, tasks: list[LocalTask], script: str, args: list[str], dirs: RunDirs,
-                 sink: Sink | None = None, grace: float = DEFAULT_GRACE,
+                 sink: Sink | None = None, grace: float = FINISH_GRACE,
                  base_env: Mapping[str, str] | None = None, python: str = sys.executable,
                  inline_tf_config: bool = True, launcher: Path = LAUNCHER):
         self.tasks = tasks
@@ -376,7 +376,7 @@ def _exit_code(code: int | None) -> int:
 
 
 def run(tasks: list[LocalTask], script: str, args: list[str], dirs: RunDirs, *,
-        sink: Sink | None = None, grace: float = DEFAULT_GRACE,
+        sink: Sink | None = None, grace: float = FINISH_GRACE,
         base_env: Mapping[str, str] | None = None, timeout: float | None = None,
         inline_tf_config: bool = True, launcher: Path = LAUNCHER) -> RunResult:
     """Run the tasks to completion; SIGINT/SIGTERM stop everything (exit 130/143)."""

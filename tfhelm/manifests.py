@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from tfhelm import launcher
+from tfhelm import contract, launcher
 
 
 def render(values: dict, release: str, namespace: str, chart: str = "tf-cluster") -> list[dict]:
@@ -31,5 +31,5 @@ def cluster_config(manifests: list[dict]) -> tuple[dict[str, list[str]], str]:
 
 def job_names(manifests: list[dict]) -> dict[str, str]:
     """{role: Job name} of a rendered release."""
-    return {j["metadata"]["labels"]["tfhelm.io/role"]: j["metadata"]["name"]
+    return {j["metadata"]["labels"][contract.label("role")]: j["metadata"]["name"]
             for j in by_kind(manifests, "Job")}

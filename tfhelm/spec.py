@@ -1,7 +1,8 @@
 """The TensorFlow cluster spec: names, hosts and TF_CONFIG, without any I/O.
 
-This module mirrors the chart's `templates/_helpers-names.tpl`; tests render the
-chart for many shapes and compare every pod's TF_CONFIG with what is computed here. The
+This module mirrors the chart's `charts/tf-cluster-lib/templates/_helpers-names.tpl`; tests render the
+chart for many shapes and compare every pod's TF_CONFIG with what is computed here. Limits and
+name patterns are the chart's own, read from its contract (tfhelm.contract). The
 expansion of a cluster spec (per role a host pattern and a count) into TF_CONFIG's host lists
 is the launcher's (tfhelm/launcher.py, which every task runs): one function, used by both.
 """
@@ -11,7 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from tfhelm import launcher
+from tfhelm import contract, launcher
 from tfhelm.errors import SpecError
 
 # Task types, in the order TensorFlow documents them.
@@ -23,20 +24,20 @@ CLUSTER_ROLES = ("chief", "worker", "ps")
 JOB_ROLES = ("chief", "worker", "evaluator")
 
 DEFAULT_PORT = 2222
-MAX_WORKERS = 100_000  # the Indexed Job limit on completions
-MAX_PS = 100  # one Deployment + Service each: keep the release small
-HELM_RELEASE_MAX = 53
-DNS_LABEL_MAX = 63
-PS_RELEASE_SUFFIX = "-ps"
+MAX_WORKERS = contract.limit("workers")
+MAX_PS = contract.limit("ps")
+HELM_RELEASE_MAX = contract.limit("helmRelease")
+DNS_LABEL_MAX = contract.limit("dnsLabel")
+PS_RELEASE_SUFFIX = contract.contract()["names"]["psReleaseSuffix"]
 # The chart's `tf-cluster.generation`: hex characters of a hash of the values, in Job names.
-GENERATION_LEN = 6
+GENERATION_LEN = contract.contract()["names"]["generationLength"]
 # The longest suffix a hostname gets below 10,000 workers: `-worker-<generation>-9999` (as
-# long as `-evaluator-<generation>-0`). Names this long fit such clusters; larger ones need
-# a character less per digit of the last worker index (see max_name).
+# long as `-evaluator-<generation>-0`). Names of MAX_NAME characters fit such clusters;
+# larger ones need a character less per digit of the last worker index (see max_name).
 _LONGEST_SUFFIX = f"-worker-{'0' * GENERATION_LEN}-9999"
-MAX_NAME = min(HELM_RELEASE_MAX - len(PS_RELEASE_SUFFIX), DNS_LABEL_MAX - len(_LONGEST_SUFFIX))
-DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
-DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+MAX_NAME = contract.limit("clusterName")
+DNS1035 = contract.regex("dns1035Label")
+DNS1123_LABEL = contract.regex("dns1123Label")
 
 
 @dataclass(frozen=True)
@@ -151,7 +152,7 @@ def validate_name(name: str, field: str = "--name", shape: Shape | None = None) 
     names once the PS release adds `-ps`, and for every hostname to fit in 63 characters:
     without a shape, that of any cluster under 10,000 workers (`-worker-<generation>-9999`),
     else that of `shape` (100,000 workers take a character more)."""
-    if not DNS1035.match(name):
+    if not DNS1035.fullmatch(name):
         raise SpecError(field, f"'{name}' is not a valid name",
                         "use lowercase letters, digits and '-', starting with a letter")
     longest = longest_hostname(name, shape) if shape else name + _LONGEST_SUFFIX
@@ -173,7 +174,7 @@ def max_name(shape: Shape) -> int:
 
 def validate_namespace(namespace: str, field: str = "--namespace") -> str:
     """A namespace is a DNS-1123 label; checked here so the API server's 422 never is."""
-    if not DNS1123_LABEL.match(namespace) or len(namespace) > DNS_LABEL_MAX:
+    if not DNS1123_LABEL.fullmatch(namespace) or len(namespace) > DNS_LABEL_MAX:
         raise SpecError(field, f"'{namespace}' is not a valid namespace",
                         f"use at most {DNS_LABEL_MAX} lowercase letters, digits and '-', "
                         "starting and ending with a letter or digit")

@@ -2,7 +2,7 @@
 
 A user NAME gets the namespace `tfhelm-user-NAME` and, in it, one release `user-env` of
 charts/user-env. The workspace owns its namespace, so resource names derive from the
-release, not the user; they mirror the chart's `templates/_helpers-names.tpl`, and
+release, not the user; they mirror the chart's `charts/tf-cluster-lib/templates/_helpers-names.tpl`, and
 tests/chart/test_user_env.py proves both agree.
 """
 
@@ -16,7 +16,7 @@ from urllib.parse import quote, urlparse
 
 from kubernetes.utils import parse_quantity
 
-from tfhelm import spec, yamlio
+from tfhelm import contract, spec, yamlio
 from tfhelm.chart import chart_path, default_values
 from tfhelm.errors import SpecError
 from tfhelm.values import script_values
@@ -25,20 +25,19 @@ CHART = "user-env"
 RELEASE = "user-env"
 NAMESPACE_PREFIX = "tfhelm-user-"
 MAX_USER = spec.DNS_LABEL_MAX - len(NAMESPACE_PREFIX)  # the namespace is a DNS label
-USER_LABEL = "tfhelm.io/user"
+USER_LABEL = contract.label("user")
 MANAGED_BY = {"app.kubernetes.io/managed-by": "tfhelm", "app.kubernetes.io/part-of": "tfhelm"}
 TOKEN_KEY = "token"
-NODE_PORTS = range(30000, 32768)  # the API server's default --service-node-port-range
+NODE_PORTS = range(contract.limit("nodePortMin"), contract.limit("nodePortMax") + 1)
 _QUOTA = {  # --quota-* option: flag, accepted form, example
     "cpu": ("--quota-cpu", re.compile(r"^[0-9]+(\.[0-9]+)?m?$"), "8 or 500m"),
     "memory": ("--quota-memory",
                re.compile(r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$"), "64Gi"),
 }
-_DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
 
 
 def validate_user(name: str, field: str = "NAME") -> str:
-    if not spec.DNS1035.match(name):
+    if not spec.DNS1035.fullmatch(name):
         raise SpecError(field, f"'{name}' is not a valid user name",
                         "use lowercase letters, digits and '-', starting with a letter")
     if len(name) > MAX_USER:
@@ -109,7 +108,8 @@ def compute_user_values(opts: UserOptions) -> dict:
     Never the token: the chart reads it from the Secret."""
     v: dict = {"userName": validate_user(opts.name)}
     if opts.storage_class is not None:
-        if not _DNS1123_SUBDOMAIN.match(opts.storage_class):
+        if (not contract.regex("dns1123Subdomain").fullmatch(opts.storage_class)
+                or len(opts.storage_class) > contract.limit("dnsSubdomain")):
             raise SpecError("--storage-class", f"'{opts.storage_class}' is not a StorageClass name",
                             "see `kubectl get storageclass`")
         v["storage"] = {"storageClassName": opts.storage_class}

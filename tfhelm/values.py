@@ -3,7 +3,6 @@ cluster, no helm."""
 
 from __future__ import annotations
 
-import re
 import secrets
 import string
 from dataclasses import dataclass, field
@@ -12,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 
-from tfhelm import spec
+from tfhelm import contract, spec
 from tfhelm.chart import deep_merge, default_values
 from tfhelm.spec import SpecError, Shape
 
@@ -135,15 +134,7 @@ def _pip_values(o: ClusterOptions) -> dict:
     return code
 
 
-# An image reference as the container runtimes parse it (distribution/reference): an
-# optional registry host[:port], lowercase path components, an optional tag and digest.
-# The charts' values.schema.json holds the same pattern for `repository` (with tag and
-# digest allowed there too) and `tag`.
-_DOMAIN = r"(?:[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?(?:\.[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?)*(?::[0-9]+)?/)?"
-_PATH = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*"
-TAG = r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}"
-_DIGEST = r"[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,}"
-IMAGE_REF = re.compile(f"{_DOMAIN}{_PATH}(?::{TAG})?(?:@{_DIGEST})?")
+IMAGE_REF = contract.regex("imageReference")
 
 
 def split_image(ref: str) -> dict:
@@ -158,7 +149,7 @@ def split_image(ref: str) -> dict:
     return {"repository": repo, "tag": tag}
 
 
-INLINE_MAX_BYTES = 768 * 1024  # a ConfigMap holds 1 MiB; leave room for the rest of the release
+INLINE_MAX_BYTES = contract.limit("inlineCodeBytes")
 
 
 def script_values(script: str, local_root: Path | None = None) -> dict:
@@ -174,13 +165,13 @@ def script_values(script: str, local_root: Path | None = None) -> dict:
                         "serve the script over http(s), give a local file, or a path inside the image")
     local = (local_root or Path.cwd()) / script
     if local.is_file():
-        if not CONFIGMAP_KEY.fullmatch(local.name):
+        if not is_configmap_key(local.name):
             raise SpecError("--script", f"'{local.name}' cannot be a ConfigMap key (the script is "
                             "shipped in one)", "rename it to letters, digits, '-', '_' and '.'")
         # The .py files beside it go along: the modules a script imports usually sit there
         # (a name that is no ConfigMap key is no importable module either: left out).
         extra = {p.name: _text(p) for p in sorted(local.parent.glob("*.py"))
-                 if p != local and CONFIGMAP_KEY.fullmatch(p.name)}
+                 if p != local and is_configmap_key(p.name)}
         size = len(local.read_bytes()) + sum(len(t.encode()) for t in extra.values())
         if size > INLINE_MAX_BYTES:
             raise SpecError("--script", f"{local.parent} holds {size} bytes of .py files, over the "
@@ -193,7 +184,8 @@ def script_values(script: str, local_root: Path | None = None) -> dict:
                     "give an http(s) URL, a local file, or an absolute path inside the image")
 
 
-CONFIGMAP_KEY = re.compile(r"(?!\.\.?$)[-._a-zA-Z0-9]{1,253}")
+def is_configmap_key(name: str) -> bool:
+    return bool(contract.regex("configMapKey").fullmatch(name)) and len(name) <= contract.limit("configMapKey")
 
 
 def _text(path: Path) -> str:

@@ -140,7 +140,7 @@ def _chart_files():
 
 
 def test_the_pods_launcher_is_the_documented_one_without_its_prose():
-    """charts/tf-cluster/files/launcher.py is generated from tfhelm/launcher.py (`make
+    """charts/tf-cluster/charts/tf-cluster-lib/files/launcher.py is generated from tfhelm/launcher.py (`make
     chart-files`): the same program, a fraction of the bytes every release stores."""
     module = _chart_files()
     for source, copy in module.COPIES.items():

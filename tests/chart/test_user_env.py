@@ -6,7 +6,8 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from tfhelm import localcluster, users
+from tfhelm import users
+from tfhelm_dev import localcluster
 from tfhelm.chart import chart_path, default_values
 from tfhelm.cli import app
 from tfhelm.errors import RenderError

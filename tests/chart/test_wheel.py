@@ -59,7 +59,7 @@ def test_wheel_carries_both_charts_whole(installed):
         packed = {n[len("tfhelm/charts/"):]: z.read(n) for n in z.namelist() if n.startswith("tfhelm/charts/")}
     repo = {p.relative_to(REPO / "charts").as_posix(): p.read_bytes()
             for p in (REPO / "charts").rglob("*") if p.is_file() and "__pycache__" not in p.parts}
-    assert {"tf-cluster/Chart.yaml", "user-env/.helmignore", "tf-cluster/files/launcher.py"} <= set(repo)
+    assert {"tf-cluster/Chart.yaml", "user-env/.helmignore", "tf-cluster/charts/tf-cluster-lib/files/launcher.py"} <= set(repo)
     assert packed == repo
 
 
@@ -79,6 +79,17 @@ def test_installed_cli_renders_a_cluster_from_another_directory(installed, tmp_p
     assert users.returncode == 0, users.stderr
     assert any(d["kind"] == "Namespace" or d["kind"] == "Deployment"
                for d in yaml.safe_load_all(users.stdout) if d)
+
+
+def test_the_development_cluster_stays_out_of_the_wheel(installed, tmp_path):
+    """tfhelm_dev (the local cluster) works only in a checkout: the wheel leaves it out, and
+    `tfhelm cluster` says where it runs instead of failing on an import."""
+    wheel = next((installed.parent / "dist").glob("tfhelm-*.whl"))
+    with zipfile.ZipFile(wheel) as z:
+        dev = {"localcluster.py", "localnode.py", "localnet.py", "localimages.py"}
+        assert not [n for n in z.namelist() if n.startswith("tfhelm_dev/") or n.rsplit("/", 1)[-1] in dev]
+    res = run(installed, "cluster", "status", path="/usr/bin:/bin", cwd=tmp_path)
+    assert res.returncode == 2 and "runs from a tfhelm checkout" in res.stderr, res.stderr
 
 
 def test_installed_version_and_python_dash_m(installed, tmp_path):

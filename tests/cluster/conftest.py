@@ -1,7 +1,7 @@
 """Fixtures for the `cluster` tier: a real API server and controllers, kwok nodes (and
 the real nodes, which the `realpods` tier uses).
 
-The session starts the local cluster (tfhelm.localcluster) once and stops it at
+The session starts the local cluster (tfhelm_dev.localcluster) once and stops it at
 the end, unless it was already running (then it is left alone) or
 TFHELM_TEST_KUBECONFIG names another cluster (kind, a real one: then nothing is
 started or stopped). Each test gets its own namespace that enforces Pod Security
@@ -21,7 +21,7 @@ from kubernetes import client, config
 from kubernetes.config import kube_config
 from kubernetes.client.rest import ApiException
 
-from tfhelm import localcluster
+from tfhelm_dev import localcluster
 
 HERE = Path(__file__).parent
 T = TypeVar("T")

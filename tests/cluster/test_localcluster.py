@@ -10,7 +10,7 @@ import pytest
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from tfhelm import localcluster
+from tfhelm_dev import localcluster
 
 from .conftest import wait_for
 

@@ -21,7 +21,8 @@ import yaml
 from kubernetes import client, config
 from kubernetes.client.rest import ApiException
 
-from tfhelm import deploy, localcluster
+from tfhelm import deploy
+from tfhelm_dev import localcluster
 from tfhelm.chart import chart_path
 from tfhelm.helm import Helm, helm_executable
 from tfhelm.kube import Kube

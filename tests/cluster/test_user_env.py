@@ -15,7 +15,8 @@ import yaml
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from tfhelm import deploy, localcluster, users
+from tfhelm import deploy, users
+from tfhelm_dev import localcluster
 from tfhelm.helm import Helm, helm_executable
 from tfhelm.kube import Kube
 from tfhelm.values import ClusterOptions

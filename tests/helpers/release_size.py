@@ -24,11 +24,14 @@ def helmignored(chart: Path) -> list[str]:
 
 
 def chart_files(chart: Path) -> dict[str, bytes]:
-    """The files Helm loads from a chart directory (what `helm package` keeps)."""
+    """The files Helm loads from a chart directory (what `helm package` keeps) and stores in a
+    release: not its subcharts (charts/), which Helm loads as dependencies it does not store."""
     patterns = helmignored(chart)  # .helmignore itself is kept, as `helm package` does
     out = {}
     for p in sorted(x for x in chart.rglob("*") if x.is_file()):
         rel = p.relative_to(chart).as_posix()
+        if rel.startswith("charts/"):
+            continue
         if any(fnmatch.fnmatch(rel, pat.rstrip("/")) or fnmatch.fnmatch(p.name, pat.rstrip("/"))
                or any(part == pat.rstrip("/") for part in p.relative_to(chart).parts)
                for pat in patterns):

@@ -10,7 +10,7 @@ import pytest
 
 from tests.cluster.conftest import api_client, core, external_cluster, kubeconfig, wait_for  # noqa: F401
 from tests.realpods.conftest import namespace, pod_logs, run, volume_dir  # noqa: F401
-from tfhelm import localcluster, localnode
+from tfhelm_dev import localcluster, localnode
 
 HERE = Path(__file__).parent
 

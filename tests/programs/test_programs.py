@@ -13,7 +13,7 @@ import pytest
 import yaml
 from kubernetes import client
 
-from tfhelm import localnode
+from tfhelm_dev import localnode
 from tfhelm.chart import chart_path
 
 from tests.cluster.conftest import job_of

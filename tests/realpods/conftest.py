@@ -23,7 +23,8 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from tests.cluster.conftest import api_client, core, external_cluster, kubeconfig, wait_for  # noqa: F401
-from tfhelm import localcluster, localnode, users
+from tfhelm import users
+from tfhelm_dev import localcluster, localnode
 
 HERE = Path(__file__).parent
 ROOT = HERE.parents[1]

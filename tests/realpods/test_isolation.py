@@ -62,3 +62,24 @@ def test_a_tenant_cannot_make_a_service_that_captures_traffic(two_users):
     out = run("kubectl", "exec", "-n", ns, f"deploy/{users.component_name('notebook')}", "-c", "notebook",
               "--", "python3", "-c", CAPTURE).stdout
     assert json.loads(out) == {"externalIPs": 403, "NodePort": 403, "LoadBalancer": 403, "ClusterIP": 201}
+
+
+def test_another_users_pod_cannot_scrape_a_tasks_metrics(two_users, core, tmp_path):
+    """Every task serves metrics (port 9090): a TF cluster's PS in alice's workspace answers
+    her own pods there, and a pod in bob's workspace, with the PS's address, gets nothing."""
+    alice, bob = two_users
+    ns = users.user_namespace(alice)
+    script = tmp_path / "wait.py"
+    script.write_text("import time\ntime.sleep(600)\n")
+    run("tfhelm", "up", "--user", alice, "--name", "scraped", "--workers", "1", "--ps", "1", "--script", str(script))
+    try:
+        def ps_address():
+            pods = core.list_namespaced_pod(ns, label_selector="tfhelm.io/cluster=scraped,tfhelm.io/role=ps").items
+            return next((p.status.pod_ip for p in pods if p.status.phase == "Running" and p.status.pod_ip), None)
+        metrics = f"http://{wait_for(ps_address, 300, interval=1, what='the PS pod running')}:9090/metrics"
+        (own,) = probe(core, ns, [(metrics, None, 60)])  # tried until the launcher serves
+        assert own.startswith("REACHED 200") and "tfhelm_task_up" in own, own
+        (refused,) = probe(core, users.user_namespace(bob), [(metrics, None, 1)])
+        assert refused.startswith("BLOCKED"), refused
+    finally:
+        run("tfhelm", "down", "scraped", "-n", ns, "--purge")

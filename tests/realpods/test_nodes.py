@@ -13,7 +13,7 @@ import pytest
 from kubernetes import client
 
 from tests.tf.helpers import events, latest_checkpoint_step, metrics
-from tfhelm import localcluster, localnode
+from tfhelm_dev import localcluster, localnode
 
 from tests.cluster.conftest import job_of
 

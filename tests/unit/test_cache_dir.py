@@ -1,12 +1,12 @@
 """The per-user build cache's location: one rule (hack/cache-dir.sh), asked by the Makefile,
-hack/cached-go-install.sh and tfhelm.localcluster alike."""
+hack/cached-go-install.sh and tfhelm_dev.localcluster alike."""
 
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from tfhelm import localcluster
+from tfhelm_dev import localcluster
 
 REPO = Path(__file__).resolve().parents[2]
 

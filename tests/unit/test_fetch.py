@@ -12,7 +12,7 @@ import pytest
 
 from tfhelm.chart import chart_path
 
-FETCH = str(chart_path() / "files" / "fetch.py")
+FETCH = str(chart_path() / "charts" / "tf-cluster-lib" / "files" / "fetch.py")
 
 
 @pytest.fixture

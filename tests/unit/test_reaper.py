@@ -445,3 +445,12 @@ def test_namespace_reaper_handles_clusters_independently():
     r.stop()
     finish(t, box)
     assert settled() and "b-ps" in fc.releases, "the failed cluster keeps its PS"
+
+
+def test_the_reapers_choices_are_the_contracts():
+    """The chart's schema takes its enums from the contract; tfhelm.training decides on these."""
+    from tfhelm import contract, training
+    from tfhelm.reaper import rules
+
+    assert training.COMPLETIONS == tuple(contract.contract()["reaper"]["completions"])
+    assert rules.POLICIES == tuple(contract.contract()["reaper"]["onFailure"])

@@ -88,6 +88,13 @@ def test_name_too_long_for_the_hostnames():
         spec.validate_name("a" * (spec.MAX_NAME + 1))
 
 
+def test_the_contracts_name_limit_is_what_the_release_and_hostnames_leave():
+    """contract.yaml's clusterName: the PS release `<name>-ps` is a Helm release name, and
+    `<name>-worker-<generation>-9999` a DNS label."""
+    assert spec.MAX_NAME == min(spec.HELM_RELEASE_MAX - len(spec.PS_RELEASE_SUFFIX),
+                                spec.DNS_LABEL_MAX - len(spec.longest_hostname("", Shape(workers=10_000))))
+
+
 @pytest.mark.parametrize("workers,limit", [(1, 44), (10_000, 44), (10_001, 43), (100_000, 43)])
 def test_the_name_limit_depends_on_the_worker_count(workers, limit):
     """44 characters stay allowed below 10,001 workers; a fifth index digit takes one."""

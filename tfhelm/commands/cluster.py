@@ -1,5 +1,5 @@
-"""`tfhelm cluster up|down|status`: the embedded local Kubernetes (tfhelm.localcluster).
-`python -m tfhelm.localcluster ...` runs these same commands."""
+"""`tfhelm cluster up|down|status`: the development cluster (tfhelm_dev.localcluster), which
+runs from a checkout only: `make install` puts it on the path; the wheel leaves it out."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from tfhelm.console import cli_errors, err, out
-from tfhelm.errors import NO_CLUSTER
+from tfhelm.errors import NO_CLUSTER, UsageError
 
 app = typer.Typer(help="The local Kubernetes (real control plane, real nodes, kwok nodes) for tests and demos.",
                   no_args_is_help=True)
@@ -23,7 +23,7 @@ def up(nodes: Annotated[int, typer.Option(
                                 "two training nodes, 2 = one training node, 1 = one node for everything, "
                                 "0 = kwok only.")] = 3):
     """Start the local cluster (idempotent) and print the KUBECONFIG export line."""
-    from tfhelm import localcluster
+    localcluster = _dev_cluster()
 
     what = "etcd, kube-apiserver, controller-manager, scheduler, kwok" + (
         f" and {real_nodes} real node{'s' if real_nodes > 1 else ''} (kubelet, containerd, CoreDNS, kube-proxy)"
@@ -38,7 +38,7 @@ def up(nodes: Annotated[int, typer.Option(
 @cli_errors
 def down():
     """Stop the local cluster; no process or port stays behind."""
-    from tfhelm import localcluster
+    localcluster = _dev_cluster()
 
     localcluster.down()
     err.print("[green]✓[/green] local cluster stopped")
@@ -48,7 +48,7 @@ def down():
 @cli_errors
 def status():
     """Show the local cluster; exit code 3 (no cluster) when it is not running."""
-    from tfhelm import localcluster
+    localcluster = _dev_cluster()
 
     info = localcluster.status()
     if info is None:
@@ -56,3 +56,12 @@ def status():
         raise typer.Exit(NO_CLUSTER)
     err.print(f"local cluster at {info.server} with nodes: {', '.join(info.nodes)}")
     out.print(info.export_line, markup=False, highlight=False, soft_wrap=True)
+
+
+def _dev_cluster():
+    try:
+        from tfhelm_dev import localcluster
+    except ImportError:
+        raise UsageError("`tfhelm cluster` is the development cluster: it runs from a tfhelm checkout "
+                         "after `make install` (use your own cluster's kubeconfig otherwise)") from None
+    return localcluster

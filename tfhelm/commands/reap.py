@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Annotated, Optional
 import typer
 from rich.markup import escape
 
+from tfhelm.chart import default_values
 from tfhelm.commands import options as o
 from tfhelm.console import cli_errors, err
 
@@ -19,6 +20,9 @@ if TYPE_CHECKING:
 
     from tfhelm.kube import Kube
     from tfhelm.reaper import ReapConfig, Result
+
+# The chart's `reaper:` values: the in-cluster reaper's defaults are this command's.
+_DEFAULTS = default_values()["reaper"]
 
 
 def run_reaper(kube: Kube, namespace: str, name: str | None, config: ReapConfig, console: Console,
@@ -105,12 +109,12 @@ def reap(name: Annotated[Optional[str], typer.Argument(
              help="Cluster name (or --all).", show_default=False)] = None,
          namespace: o.Namespace = None,
          grace: Annotated[int, typer.Option(
-             "--grace", help="Seconds between training done and PS removal.")] = 30,
+             "--grace", help="Seconds between training done and PS removal.")] = _DEFAULTS["grace"],
          completion: Annotated[str, typer.Option(
              "--completion", help="When training is done: auto (the chief if there is one, else "
-             "all workers), all-workers, chief, worker-0.")] = "auto",
+             "all workers), all-workers, chief, worker-0.")] = _DEFAULTS["completion"],
          on_failure: Annotated[str, typer.Option(
-             "--on-failure", help="If training failed: keep the PS for debugging, or reap.")] = "keep",
+             "--on-failure", help="If training failed: keep the PS for debugging, or reap.")] = _DEFAULTS["onFailure"],
          all_clusters: Annotated[bool, typer.Option(
              "--all", help="Every cluster in the namespace, with one watch; runs until stopped.")] = False,
          forever: Annotated[bool, typer.Option(

@@ -46,8 +46,9 @@ def run(
         "--dir", help="Run directory with data/ and log/ (default: ./.tfhelm/run/NAME).")] = None,
     fresh: Annotated[bool, typer.Option(
         "--fresh", help="Delete the run's logs and checkpoints first (no resume).")] = False,
-    grace: Annotated[float, typer.Option(
-        "--grace", help="Seconds other script tasks get to finish once training is done.")] = localrun.DEFAULT_GRACE,
+    finish_grace: Annotated[float, typer.Option(
+        "--finish-grace", help="Seconds other script tasks get to finish once training is done, "
+        "before SIGTERM (not `tfhelm reap --grace`, the wait before PS removal).")] = localrun.FINISH_GRACE,
 ):
     """Run a training script on the cluster topology, locally: one process per TF task.
 
@@ -69,7 +70,7 @@ def run(
               f"{'in-graph' if in_graph else 'between-graph'}; files in {escape(str(root))}",
               highlight=False, soft_wrap=True)
     result = localrun.run(tasks, str(script), list(script_args or []),
-                          localrun.RunDirs(root), grace=grace)
+                          localrun.RunDirs(root), grace=finish_grace)
     if result.interrupted:
         err.print("[yellow]interrupted:[/yellow] every task stopped", highlight=False, soft_wrap=True)
     elif result.exit_code == 0:

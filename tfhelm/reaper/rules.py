@@ -6,13 +6,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
-from tfhelm import training
+from tfhelm import contract, training
+from tfhelm.chart import default_values
 from tfhelm.errors import SpecError
 from tfhelm.training import COMPLETIONS, JobRow
 from tfhelm.values import ClusterValues
 
-POLICIES = ("keep", "reap")
-DEFAULT_GRACE = 30
+POLICIES = tuple(contract.contract()["reaper"]["onFailure"])
+# The chart's `reaper:` values are the defaults of the in-cluster reaper and of `tfhelm reap`.
+DEFAULTS = default_values()["reaper"]
+DEFAULT_GRACE = DEFAULTS["grace"]
 # Event reasons, on the Job that decided (the chief's, or the workers').
 REASON_REAPING = "TFClusterReaping"  # condition holds; grace period running
 REASON_REAPED = "TFClusterReaped"
@@ -27,8 +30,8 @@ WAIT, GRACE, REAP, KEEP = "wait", "grace", "reap", "keep"
 @dataclass(frozen=True)
 class ReapConfig:
     grace: float = DEFAULT_GRACE
-    completion: str = "auto"
-    on_failure: str = "keep"
+    completion: str = DEFAULTS["completion"]
+    on_failure: str = DEFAULTS["onFailure"]
     # Delete PS Deployments/Services directly, never through Helm (one-release clusters;
     # the in-cluster reaper of such a cluster has no permission on Helm's Secrets).
     delete_directly: bool = False
@@ -46,8 +49,9 @@ class ReapConfig:
     @classmethod
     def from_section(cls, section: dict) -> "ReapConfig":
         """The chart's `reaper:` values (defaults already coalesced in: tfhelm.values)."""
-        return cls(grace=section.get("grace", DEFAULT_GRACE), completion=section.get("completion", "auto"),
-                   on_failure=section.get("onFailure", "keep")).validate()
+        return cls(grace=section.get("grace", DEFAULT_GRACE),
+                   completion=section.get("completion", DEFAULTS["completion"]),
+                   on_failure=section.get("onFailure", DEFAULTS["onFailure"])).validate()
 
 
 def config_from_values(values: dict) -> ReapConfig:

@@ -4,12 +4,11 @@ reading them side by side is how that stays true. The real nodes are in localnod
 
 The real control plane (etcd, kube-apiserver, kube-controller-manager,
 kube-scheduler) runs as local processes started by `kwokctl --runtime binary`,
-beside up to three real nodes (tfhelm.localnode) and kwok simulating more nodes and
+beside up to three real nodes (tfhelm_dev.localnode) and kwok simulating more nodes and
 their pods' lifecycle (see hack/testenv/). Every binary is one that `make testenv`
 built; nothing is downloaded.
 
     tfhelm cluster up [--nodes N] [--real-nodes N] | down | status
-    (`python -m tfhelm.localcluster ...` runs the same commands)
 
 Where things live:
   * binaries: $TFHELM_BIN_DIR, else <repo>/bin, else the build cache's bin/<version>/
@@ -25,14 +24,13 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
 
-from tfhelm import localnet, localnode
+from tfhelm_dev import localnet, localnode
 from tfhelm.errors import SpecError, TfhelmError
 
 CLUSTER_NAME = "tfhelm"
@@ -372,7 +370,7 @@ def _mode_file() -> Path:
 
 def up(nodes: int = 3, real: int = localnode.MAX_NODES) -> ClusterInfo:
     """Start the local cluster (idempotent): `real` real nodes (0 to 3, see
-    tfhelm.localnode: the user node, then training nodes) and `nodes` simulated kwok nodes.
+    tfhelm_dev.localnode: the user node, then training nodes) and `nodes` simulated kwok nodes.
 
     nodes-1 plain kwok workers (the first advertises nvidia.com/gpu: 8) and one user
     node labelled tfhelm.io/node-role=user and tainted tfhelm.io/user-node=true. With
@@ -482,9 +480,3 @@ def leftovers() -> list[str]:
     found = localnode.leftovers(_nodes_dir())
     found += [f"process {p.name}" for p in Path("/proc").iterdir() if p.name.isdigit() and _is_ours(int(p.name))]
     return found + [str(f) for f in (kubeconfig_path(), _kwok_workdir(), _mode_file()) if f.exists()]
-
-
-if __name__ == "__main__":  # `python -m tfhelm.localcluster ...` is `tfhelm cluster ...`
-    from tfhelm.cli import app
-
-    app(["cluster", *sys.argv[1:]], prog_name="tfhelm")

@@ -22,7 +22,7 @@ metadata:
   labels:
     {{- include "tf-cluster.labels" (dict "root" $root "component" $role) | nindent 4 }}
     {{- if $isPS }}
-    tfhelm.io/task-index: {{ .index | quote }}
+    {{ (include "tf-cluster.contract" $root | fromYaml).labels.taskIndex }}: {{ .index | quote }}
     {{- end }}
     {{- with $r.podLabels }}
     {{- toYaml . | nindent 4 }}

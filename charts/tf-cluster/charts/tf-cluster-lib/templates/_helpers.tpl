@@ -13,13 +13,14 @@ app.kubernetes.io/component: {{ .component }}
 
 {{/* All labels of an object: selector labels, the standard ones, the TF role and cluster. */}}
 {{- define "tf-cluster.labels" -}}
+{{- $keys := (include "tf-cluster.contract" .root | fromYaml).labels -}}
 {{ include "tf-cluster.selectorLabels" . }}
 app.kubernetes.io/part-of: tfhelm
 app.kubernetes.io/managed-by: {{ .root.Release.Service }}
 app.kubernetes.io/version: {{ .root.Chart.AppVersion | quote }}
 helm.sh/chart: {{ include "tf-cluster.chart" .root }}
-tfhelm.io/cluster: {{ include "tf-cluster.name" .root }}
-tfhelm.io/role: {{ .component }}
+{{ $keys.cluster }}: {{ include "tf-cluster.name" .root }}
+{{ $keys.role }}: {{ .component }}
 {{- with .root.Values.commonLabels }}
 {{ toYaml . }}
 {{- end }}
@@ -54,6 +55,8 @@ NOTES.txt, so `helm install` and `helm template` (Argo CD) both fail with the me
 */}}
 {{- define "tf-cluster.validate" -}}
 {{- $v := .Values -}}
+{{- $contract := include "tf-cluster.contract" . | fromYaml -}}
+{{- $dnsLabel := int $contract.limits.dnsLabel -}}
 {{- if and (eq $v.code.source "url") (not $v.code.url) -}}
 {{- fail "code.url is required when code.source is \"url\" (set it to the http(s) URL of your script)" -}}
 {{- end -}}
@@ -63,8 +66,9 @@ NOTES.txt, so `helm install` and `helm template` (Argo CD) both fail with the me
 {{- if eq $v.code.source "inline" -}}
 {{- $size := len $v.code.inline -}}
 {{- range $file, $text := $v.code.extraFiles }}{{ $size = add $size (len $text) }}{{ end -}}
-{{- if gt $size 786432 -}}
-{{- fail (printf "code.inline and code.extraFiles hold %d bytes, over the 786432 (768 KiB) that fit in the code ConfigMap (an object and a release hold 1 MiB): serve the code with code.source url, or put it in the image (code.source image)" $size) -}}
+{{- $max := int $contract.limits.inlineCodeBytes -}}
+{{- if gt $size $max -}}
+{{- fail (printf "code.inline and code.extraFiles hold %d bytes, over the %d (%d KiB) that fit in the code ConfigMap (an object and a release hold 1 MiB): serve the code with code.source url, or put it in the image (code.source image)" $size $max (div $max 1024)) -}}
 {{- end -}}
 {{- end -}}
 {{- if and (eq $v.code.source "configMap") (not $v.code.configMap) -}}
@@ -85,11 +89,11 @@ NOTES.txt, so `helm install` and `helm template` (Argo CD) both fail with the me
 {{- if and $v.storage.storageClass.create (eq $v.storage.storageClass.preset "glusterfs-heketi") (not $v.storage.storageClass.glusterfs.resturl) -}}
 {{- fail "storage.storageClass.glusterfs.resturl is required for the \"glusterfs-heketi\" preset" -}}
 {{- end -}}
-{{- if or (not (regexMatch "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$" .Release.Namespace)) (gt (len .Release.Namespace) 63) -}}
-{{- fail (printf "namespace %q is not a valid namespace name: at most 63 lowercase letters, digits and '-'" .Release.Namespace) -}}
+{{- if or (not (regexMatch (printf "^(%s)$" $contract.patterns.dns1123Label) .Release.Namespace)) (gt (len .Release.Namespace) $dnsLabel) -}}
+{{- fail (printf "namespace %q is not a valid namespace name: at most %d lowercase letters, digits and '-'" .Release.Namespace $dnsLabel) -}}
 {{- end -}}
 {{- $name := include "tf-cluster.name" . -}}
-{{- if not (regexMatch "^[a-z]([-a-z0-9]*[a-z0-9])?$" $name) -}}
+{{- if not (regexMatch (printf "^(%s)$" $contract.patterns.dns1035Label) $name) -}}
 {{- fail (printf "cluster name %q must be lowercase letters, digits and '-', starting with a letter (set clusterName)" $name) -}}
 {{- end -}}
 {{- $counts := include "tf-cluster.counts" . | fromJson -}}
@@ -98,8 +102,8 @@ NOTES.txt, so `helm install` and `helm template` (Argo CD) both fail with the me
 {{- $n := int (index $counts $role) }}
 {{- $base := ternary (printf "%s-ps" $name) (include "tf-cluster.jobName" (dict "root" $ "role" $role "generation" $generation)) (eq $role "ps") }}
 {{- $longest := printf "%s-%d" $base (sub $n 1) }}
-{{- if and $n (gt (len $longest) 63) }}
-{{- fail (printf "cluster name %q is too long: the %s hostname %q exceeds 63 characters (shorten clusterName to at most %d characters for %d %s task(s))" $name $role $longest (sub 63 (sub (len $longest) (len $name))) $n $role) }}
+{{- if and $n (gt (len $longest) $dnsLabel) }}
+{{- fail (printf "cluster name %q is too long: the %s hostname %q exceeds %d characters (shorten clusterName to at most %d characters for %d %s task(s))" $name $role $longest $dnsLabel (sub $dnsLabel (sub (len $longest) (len $name))) $n $role) }}
 {{- end }}
 {{- end }}
 {{- end }}

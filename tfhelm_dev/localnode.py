@@ -33,9 +33,9 @@ from typing import Callable
 
 import yaml
 
-from tfhelm import localimages, localnet
+from tfhelm_dev import localimages, localnet
 from tfhelm.errors import TfhelmError
-from tfhelm.localnet import HOST_IP, NodeNet
+from tfhelm_dev.localnet import HOST_IP, NodeNet
 
 USER_NODE, TRAINING_NODES = "tfhelm-node-user", ("tfhelm-node-train1", "tfhelm-node-train2")
 MAX_NODES = 1 + len(TRAINING_NODES)
@@ -174,9 +174,12 @@ def _mount_volumes(backing: Path) -> None:
     _sh("bindfs", "-o", "allow_other,nonempty", "--perms=a+rwX", str(backing), str(HOSTPATH_PV))
 
 
-def _unmount_volumes() -> None:
+def _unmount_volumes(backing: Path) -> None:
     while _sh("mountpoint", "-q", str(HOSTPATH_PV), check=False).returncode == 0:
         _sh("umount", str(HOSTPATH_PV), check=False)
+    # bindfs, the FUSE server, exits a moment after the unmount: gone before we return.
+    _wait_for(lambda: not any(str(backing) in _cmdline(p) for p in Path("/proc").iterdir() if p.name.isdigit()),
+              10, "bindfs to exit after the unmount")
 
 
 # ---------------------------------------------------------------- cgroups
@@ -588,6 +591,6 @@ def stop_all(state_root: Path) -> None:
     except OSError as e:
         raise LocalNodeError(f"could not remove the nodes' cgroups: {e}") from e
     localnet.teardown()
-    _unmount_volumes()
+    _unmount_volumes(state_root / "volumes")
     shutil.rmtree(state_root, ignore_errors=True)
     OWNER_FILE.unlink(missing_ok=True)

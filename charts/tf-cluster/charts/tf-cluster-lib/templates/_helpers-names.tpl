@@ -11,7 +11,7 @@ these rules; tests/chart/test_agreement.py proves both agree for many shapes.
 {{/*
 The cluster's generation: a short hash of what its pods are made from (every value except
 `components`, which only splits the cluster into releases, `reaper`, and what no task pod
-carries: `test`, `monitoring`, `commonAnnotations` and `enabled`; plus the chart's version). Null values
+carries: `test`, `monitoring`, `commonAnnotations`, `enabled` and the library subchart's key `tf-cluster-lib`; plus the chart's version). Null values
 are left out of the hash: Helm 3 keeps the chart's null defaults, Helm 4 drops them, and
 both must name the Jobs alike. Both releases of a split cluster compute the same one. A Job's pod template
 cannot change in place, so a Job's name carries the generation: a change makes Helm (or
@@ -20,9 +20,10 @@ its ReplicaSets, and `helm rollback` brings the old names back. tfhelm reads it 
 rendered chart (the config ConfigMap), never recomputes it.
 */}}
 {{- define "tf-cluster.generation" -}}
-{{- $v := omit .Values "components" "reaper" "test" "monitoring" "commonAnnotations" "enabled" | toJson -}}
+{{- $v := omit .Values "components" "reaper" "test" "monitoring" "commonAnnotations" "enabled" "tf-cluster-lib" | toJson -}}
 {{- $v = regexReplaceAll `"[^"]*":null,?` $v "" | replace ",}" "}" -}}
-{{- printf "%s/%s/%s" .Chart.Version .Chart.AppVersion $v | sha256sum | trunc 6 -}}
+{{- $length := (include "tf-cluster.contract" . | fromYaml).names.generationLength -}}
+{{- printf "%s/%s/%s" .Chart.Version .Chart.AppVersion $v | sha256sum | trunc (int $length) -}}
 {{- end }}
 
 {{/* Job of a Job role; pod i's hostname is `<job>-<i>`. Call with (dict "root" $ "role" "worker").
@@ -71,7 +72,8 @@ a split cluster can be uninstalled alone. */}}
 {{/* A PromQL regex of the names of this cluster's pods (PS, Job tasks, the reaper), for the
 series of cAdvisor and kube-state-metrics, which carry no pod labels. */}}
 {{- define "tf-cluster.podRegex" -}}
-{{- printf "%s-(ps-[0-9]+|(chief|worker|evaluator)-[0-9a-f]{6}-[0-9]+|reaper)-.+" (include "tf-cluster.name" .) -}}
+{{- $length := (include "tf-cluster.contract" . | fromYaml).names.generationLength -}}
+{{- printf "%s-(ps-[0-9]+|(chief|worker|evaluator)-[0-9a-f]{%d}-[0-9]+|reaper)-.+" (include "tf-cluster.name" .) (int $length) -}}
 {{- end }}
 
 {{/* `<ns>.svc[.<domain>]:<port>`: the part every host shares. */}}

@@ -10,9 +10,9 @@ from typing import Iterable
 
 from tfhelm.kube import ClusterObjects
 from tfhelm.spec import ROLES
-from tfhelm.training import current_jobs, job_rows, training_state
+from tfhelm.training import (COMPLETION_INDEX, SucceededTasks, current_jobs, job_rows, job_state,
+                             tasks_succeeded, training_state)
 
-COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
 FULL_LISTING = 20  # up to this many tasks, the table lists every one
 EXCEPTIONS_SHOWN = 20  # beyond it, this many of the exceptions are listed
 ERRORS_SHOWN = 5  # distinct error lines shown (every task's is in -o json)
@@ -181,17 +181,17 @@ def ps_counts(deployments: list) -> tuple[int, int]:
 
 
 def report(namespace: str, name: str, tasks: list[TaskRow], jobs: list, deployments: list,
-           events: list) -> dict:
+           events: list, pods: SucceededTasks | None = None) -> dict:
     """Everything `tfhelm status` shows, as plain data (for `-o json|yaml`): every task,
-    whatever the cluster's size, for scripts."""
+    whatever the cluster's size, for scripts. `pods`: the Succeeded ones (training.py's rule)."""
     rows = job_rows(jobs)
     total, ready = ps_counts(deployments)
     return {
-        "namespace": namespace, "cluster": name, "training": training_state(rows),
+        "namespace": namespace, "cluster": name, "training": training_state(rows, pods),
         "tasks": [asdict(t) for t in tasks],
         "phases": phase_counts(tasks),
-        "jobs": [{"role": j.role, "name": j.name, "succeeded": j.succeeded, "failed": j.failed,
-                  "total": j.total, "state": j.state} for j in rows],
+        "jobs": [{"role": j.role, "name": j.name, "succeeded": tasks_succeeded(j, pods), "failed": j.failed,
+                  "total": j.total, "state": job_state(j, pods)} for j in rows],
         "parameterServers": {"total": total, "ready": ready},
         "reaper": reaper_lines(events),
     }
@@ -205,17 +205,18 @@ def show(kube, namespace: str, name: str, installed, fmt: str, every_task: bool 
     from tfhelm.output import emit
 
     jobs, deployments = kube.workloads(namespace, name)
-    tasks = task_rows(kube.task_pods(namespace, name))
+    done = SucceededTasks()
+    tasks = task_rows(map(done.note, kube.task_pods(namespace, name)))
     if not (tasks or jobs or deployments or installed.ps or installed.workload):
         raise SpecError("NAME", f"no TF cluster '{name}' in namespace {namespace}", "see `tfhelm list -n NAMESPACE`")
     if installed.interrupted:
         err.print(installed.interrupted_line(), style="yellow", markup=False, highlight=False, soft_wrap=True)
     events = job_events(kube, namespace, jobs)
     if fmt != "table":
-        emit(report(namespace, name, tasks, jobs, deployments, events), fmt)
+        emit(report(namespace, name, tasks, jobs, deployments, events, done), fmt)
     else:
-        print_table(namespace, name, tasks, jobs, deployments, events, every_task)
-    return training_state(job_rows(jobs))
+        print_table(namespace, name, tasks, jobs, deployments, events, every_task, done)
+    return training_state(job_rows(jobs), done)
 
 
 def job_events(kube, namespace: str, jobs: list) -> list:
@@ -227,7 +228,7 @@ def job_events(kube, namespace: str, jobs: list) -> list:
 
 
 def print_table(namespace: str, name: str, tasks: list[TaskRow], jobs: list, deployments: list,
-                events: list, every_task: bool = False) -> None:
+                events: list, every_task: bool = False, pods: SucceededTasks | None = None) -> None:
     """The people's view: every task of a small cluster (or with `every_task`); of a larger
     one the Jobs, the tasks per role and phase, and the exceptions (bounded)."""
     from tfhelm.console import out
@@ -248,7 +249,7 @@ def print_table(namespace: str, name: str, tasks: list[TaskRow], jobs: list, dep
     if not summarize:
         task_table(tasks, title)
     for j in rows:
-        line(f"job {j.name}: {j.succeeded}/{j.total} succeeded, {j.failed} failed — {j.state}")
+        line(f"job {j.name}: {tasks_succeeded(j, pods)}/{j.total} succeeded, {j.failed} failed — {job_state(j, pods)}")
     if summarize:
         counts = phase_counts(tasks)
         phases = [p for p in PHASE_ORDER if any(p in c for c in counts.values())]
@@ -284,11 +285,11 @@ class ClusterRow:
 CHART_LABEL = "helm.sh/chart"  # tf-cluster's objects: `tf-cluster-<version>`
 
 
-def cluster_rows(jobs: list, deployments: list) -> list[ClusterRow]:
+def cluster_rows(jobs: list, deployments: list, pods: SucceededTasks | None = None) -> list[ClusterRow]:
     """One row per TF cluster found among Jobs and Deployments (V1 objects) of the
     tf-cluster chart, labelled `tfhelm.io/cluster`: installed by tfhelm, plain Helm or GitOps
     alike (every way keeps the chart's labels). Other charts' objects with that label are
-    no TF clusters."""
+    no TF clusters. `pods`: the Succeeded pods (training.py's rule)."""
     groups: dict[tuple[str, str], ClusterObjects] = {}
     for kind, items in (("jobs", jobs), ("deployments", deployments)):
         for obj in items:
@@ -303,6 +304,19 @@ def cluster_rows(jobs: list, deployments: list) -> list[ClusterRow]:
         current = current_jobs(jrows)  # during an upgrade the old generation's Jobs linger
         worker = current.get("worker")
         total, ready = ps_counts(objs.deployments)
-        rows.append(ClusterRow(ns, name, f"{worker.succeeded}/{worker.total}" if worker else "-",
-                               f"{ready}/{total}", "chief" in current, training_state(jrows)))
+        rows.append(ClusterRow(ns, name, f"{tasks_succeeded(worker, pods)}/{worker.total}" if worker else "-",
+                               f"{ready}/{total}", "chief" in current, training_state(jrows, pods)))
+    return rows
+
+
+def list_clusters(kube, namespace: str | None) -> list[ClusterRow]:
+    """`tfhelm list`: the rows from the Jobs and Deployments; while some training runs, its
+    Succeeded pods too (metadata only), so the rule is the one status and the reaper apply."""
+    jobs, deployments = kube.tf_workloads(namespace)
+    rows = cluster_rows(jobs, deployments)
+    if any(r.training == "Running" for r in rows):
+        done = SucceededTasks()
+        for pod in kube.tf_succeeded_pods(namespace):
+            done.add(pod["metadata"])
+        rows = cluster_rows(jobs, deployments, done)
     return rows

@@ -1,5 +1,13 @@
 """When is a training done: the one rule that `tfhelm status`, `tfhelm up --wait`, the
-reaper and `tfhelm list` apply to a cluster's Jobs (pure functions over V1Job objects)."""
+reaper and `tfhelm list` apply to a cluster's Jobs and their Succeeded pods (pure functions
+over V1Job objects and the pods' metadata).
+
+Success is seen as early as anything says it: the Job's own early word (SuccessCriteriaMet,
+or `succeeded == completions`, before `Complete`, which Kubernetes 1.31+ adds only once every
+pod has terminated), or, before the Job controller has even synced (it batches pod events,
+about 1 s per sync), a Succeeded pod for every index of the decisive Job. Failure stays the
+Job controller's decision (podFailurePolicy, backoff limits, deadlines); its early word
+FailureTarget counts as Failed."""
 
 from __future__ import annotations
 
@@ -11,6 +19,10 @@ COMPLETIONS = ("auto", "all-workers", "chief", "worker-0")
 # A Job whose pods only run TF servers that never exit (in-graph workers) may say so; the
 # launcher's `server` argument is the fallback for charts that do not.
 RUNS_ANNOTATION = "tfhelm.io/runs"
+COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
+CONTROLLER_UID = "batch.kubernetes.io/controller-uid"  # a Job's pods' label: its uid
+# A Job's early words: it will end so, once its pods have terminated.
+EARLY = {"SuccessCriteriaMet": "Complete", "FailureTarget": "Failed"}
 
 
 @dataclass
@@ -43,13 +55,15 @@ def job_row(job) -> JobRow:
     """One Job (a kubernetes V1Job) as the table and the reaper see it."""
     st, meta = job.status, job.metadata
     conds = {c.type: c for c in (st.conditions or []) if c.status == "True"}
-    state = "Complete" if "Complete" in conds else "Failed" if "Failed" in conds else "Running"
+    said = next((c for c in ("Complete", "Failed", *EARLY) if c in conds), None)
+    state = EARLY.get(said, said) or "Running"
     finished, reason = None, ""
-    if state == "Complete":
-        finished = st.completion_time or conds["Complete"].last_transition_time
-    elif state == "Failed":
-        finished = conds["Failed"].last_transition_time
-        reason = ": ".join(x for x in (conds["Failed"].reason, conds["Failed"].message) if x)
+    if said:
+        finished = (st.completion_time if said == "Complete" else None) or conds[said].last_transition_time
+        if state == "Failed":
+            reason = ": ".join(x for x in (conds[said].reason, conds[said].message) if x)
+    elif (st.succeeded or 0) >= (job.spec.completions or 1) and not job.spec.suspend:
+        state = "Complete"  # counted, conditions not yet written; no server stamp yet
     labels = meta.labels or {}
     return JobRow(labels.get("tfhelm.io/role", "?"), meta.name, st.succeeded or 0, st.failed or 0,
                   job.spec.completions or 1, state, cluster=labels.get("tfhelm.io/cluster", ""),
@@ -103,20 +117,83 @@ def current_jobs(jobs: list[JobRow]) -> dict[str, JobRow]:
     return by_role
 
 
-def training_done(jobs: list[JobRow], completion: str = "auto") -> str | None:
+class SucceededTasks:
+    """The indexes that have a Succeeded pod, per Job uid: what the pods say before the Job
+    controller has counted them. Fed one pod at a time (a watch event costs O(1)); only ever
+    grows for a Job (a Succeeded pod stays so), and forgets a Job that is gone."""
+
+    def __init__(self) -> None:
+        self._by_job: dict[str, set[int]] = {}
+
+    def note(self, pod: dict) -> dict:
+        """A full pod (the API's JSON, as `tfhelm status` lists them): added if it Succeeded,
+        and returned, so one streaming pass over the pods does this and more."""
+        if (pod.get("status") or {}).get("phase") == "Succeeded":
+            self.add(pod["metadata"])
+        return pod
+
+    def add(self, meta: dict) -> bool:
+        """The metadata (JSON) of a pod known to have Succeeded; True if it told something new."""
+        task = pod_task(meta)
+        if task is None:
+            return False
+        done = self._by_job.setdefault(task[0], set())
+        if task[1] in done:
+            return False
+        done.add(task[1])
+        return True
+
+    def forget(self, job_uid: str) -> None:
+        self._by_job.pop(job_uid, None)
+
+    def count(self, job_uid: str) -> int:
+        return len(self._by_job.get(job_uid, ()))
+
+    def has(self, job_uid: str, index: int) -> bool:
+        return index in self._by_job.get(job_uid, ())
+
+
+def pod_task(meta: dict) -> tuple[str, int] | None:
+    """(its Job's uid, its completion index) from a pod's metadata (JSON); None for a pod no
+    Indexed Job owns."""
+    labels = meta.get("labels") or {}
+    owner = next((o["uid"] for o in meta.get("ownerReferences") or []
+                  if o.get("kind") == "Job" and o.get("controller")), labels.get(CONTROLLER_UID))
+    index = (meta.get("annotations") or {}).get(COMPLETION_INDEX) or labels.get(COMPLETION_INDEX)
+    if not owner or index is None or not index.isdigit():
+        return None
+    return owner, int(index)
+
+
+def tasks_succeeded(job: JobRow, pods: SucceededTasks | None = None) -> int:
+    """A Job's succeeded tasks: its own counter, or more where the pods say so already."""
+    return max(job.succeeded, min(pods.count(job.uid), job.total) if pods else 0)
+
+
+def training_done(jobs: list[JobRow], completion: str = "auto",
+                  pods: SucceededTasks | None = None) -> str | None:
     """The reaper's rule (see `decisive_job`; `worker-0` looks at worker task 0 only).
-    Returns "Complete" or "Failed" once decided, else None."""
+    Returns "Complete" or "Failed" once decided, else None. `pods`: the Succeeded pods seen
+    so far (see the module's docstring); the Job's own word comes first."""
     decisive = decisive_job(jobs, completion)
     if decisive is None:
         return None
-    if completion == "worker-0" and decisive.state == "Running":
-        if has_index(decisive.completed_indexes, 0):
+    state = job_state(decisive, pods)
+    if completion == "worker-0" and state == "Running":
+        if has_index(decisive.completed_indexes, 0) or (pods and pods.has(decisive.uid, 0)):
             return "Complete"
         if has_index(decisive.failed_indexes, 0):
             return "Failed"
-    return decisive.state if decisive.state != "Running" else None
+    return state if state != "Running" else None
 
 
-def training_state(jobs: list[JobRow]) -> str:
+def job_state(job: JobRow, pods: SucceededTasks | None = None) -> str:
+    """The Job's own state, else Complete once every index has a Succeeded pod."""
+    if job.state == "Running" and pods and not job.suspended and pods.count(job.uid) >= job.total:
+        return "Complete"
+    return job.state
+
+
+def training_state(jobs: list[JobRow], pods: SucceededTasks | None = None) -> str:
     """Complete, Failed, Running, or Serving (only servers: PS without Jobs)."""
-    return training_done(jobs) or ("Running" if jobs else "Serving")
+    return training_done(jobs, pods=pods) or ("Running" if jobs else "Serving")

@@ -193,8 +193,9 @@ def test_up_shows_the_change_and_replaces_a_running_training_only_when_told(name
 def test_a_refused_upgrade_keeps_the_finished_training(namespace, batch, apps):
     base = ["up", "--name", "fin", "-n", namespace, "--ps", "1", "--workers", "2", *NO_STORAGE]
     tfhelm(*base, "--wait", "--timeout", "120")
-    old = only_job(batch, namespace, "fin")
-    assert old.status.succeeded == 2
+    # --wait returns at the last pod's success, which the Job controller counts a moment later.
+    old = wait_for(lambda: (j := only_job(batch, namespace, "fin")).status.succeeded == 2 and j, 30,
+                   what="the Job controller's count")
     ps_rev = apps.read_namespaced_deployment("fin-ps-0", namespace).metadata.generation
     refused = tfhelm(*base, "--set", "image.tag=other", code=2)  # a finished training is kept too
     assert f"Job {old.metadata.name} (Complete, 2/2 succeeded) is replaced" in said(refused)

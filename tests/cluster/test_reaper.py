@@ -396,7 +396,7 @@ def test_reap_of_a_missing_cluster_exits_cleanly_every_time(namespace):
 
     with pytest.raises(SpecError):
         run_reaper(Kube(), namespace, "nosuch", ReapConfig(), err)
-    assert not [t for t in threading.enumerate() if t.name == "tfhelm-reaper-watch"]
+    assert not [t for t in threading.enumerate() if t.name.startswith("tfhelm-watch-")]
     runs = [subprocess.Popen([TFHELM, "reap", "nosuch", "-n", namespace], stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True) for _ in range(4)]
     for proc in runs:

@@ -36,6 +36,23 @@ def job(cluster="c", role="worker", *, uid=None, state="Running", total=2, succe
                                completed_indexes=completed or None, failed_indexes=failed_idx or None))
 
 
+def pod_meta(j: k8s.V1Job, index: int, *, owner: bool = True) -> dict:
+    """A pod's metadata (the API's JSON) as the Job controller makes it: owned by the Job,
+    its index in an annotation and a label."""
+    meta = {"name": f"{j.metadata.name}-{index}-x", "labels": {"batch.kubernetes.io/job-completion-index": str(index)},
+            "annotations": {training.COMPLETION_INDEX: str(index)}}
+    if owner:
+        meta["ownerReferences"] = [{"kind": "Job", "name": j.metadata.name, "uid": j.metadata.uid, "controller": True}]
+    return meta
+
+
+def tasks(j: k8s.V1Job, *indexes) -> training.SucceededTasks:
+    seen = training.SucceededTasks()
+    for i in indexes:
+        seen.add(pod_meta(j, i))
+    return seen
+
+
 def rows(*jobs):
     return [training.job_row(j) for j in jobs]
 
@@ -172,10 +189,15 @@ def test_reaper_lines():
 # ----------------------------------------------------------------------------- the loop
 
 class FakeClient:
-    """Jobs in memory; `push()` delivers watch events; failures are scripted."""
+    """Jobs and Succeeded pods in memory; `push()` and `succeed()` deliver watch events;
+    failures are scripted."""
 
-    def __init__(self, *jobs, releases=("c-ps",)):
+    def __init__(self, *jobs, releases=("c-ps",), pods_forbidden=False):
         self.jobs = {j.metadata.uid: j for j in jobs}
+        self.pods: dict[str, dict] = {}  # Succeeded pods' metadata, by name
+        self.pods_forbidden = pods_forbidden
+        self._pod_q: queue.Queue = queue.Queue()
+        self.pod_selectors: list[str] = []
         self.releases = set(releases)
         self.ps_objects = {"c": ["Deployment c-ps-0", "Service c-ps-0"]}
         self.events: dict[str, tuple] = {}
@@ -194,6 +216,14 @@ class FakeClient:
         else:
             self.jobs[j.metadata.uid] = j
         self._q.put((kind, j, str(self.rv)))
+
+    def succeed(self, j, *indexes):
+        """The pods of these indexes of Job `j` turn Succeeded (the Job is not told)."""
+        for i in indexes:
+            meta = pod_meta(j, i)
+            self.rv += 1
+            self.pods[meta["name"]] = meta
+            self._pod_q.put(("ADDED", {"metadata": meta}, str(self.rv)))
 
     def expire(self):
         self._q.put(reaper.Gone("too old"))
@@ -217,8 +247,25 @@ class FakeClient:
                 raise item
             yield item
 
+    def list_pods(self, namespace, selector):
+        self.pod_selectors.append(selector)
+        if self.pods_forbidden:  # as RBAC says it
+            e = k8s.ApiException(status=403, reason="Forbidden")
+            e.body = ('{"message": "pods is forbidden: User \\"system:serviceaccount:ns:c-reaper\\" '
+                      'cannot list resource \\"pods\\" in API group \\"\\" in the namespace \\"ns\\""}')
+            raise e
+        return [{"metadata": m} for m in self.pods.values()], str(self.rv)
+
+    def watch_pods(self, namespace, selector, resource_version, timeout):
+        while True:
+            item = self._pod_q.get()
+            if item is None:
+                return
+            yield item
+
     def stop_watch(self):
         self._q.put(None)
+        self._pod_q.put(None)
 
     def uninstall(self, release, namespace):
         self.calls.append(("uninstall", release))

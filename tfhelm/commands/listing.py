@@ -24,7 +24,7 @@ def list_(namespace: o.Namespace = None,
     ns = None if all_namespaces else o.namespace_of(namespace)
     kube = Kube()
     kube.ping()
-    rows = status.cluster_rows(*kube.tf_workloads(ns))
+    rows = status.list_clusters(kube, ns)
     if fmt != "table":
         emit([{"namespace": r.namespace, "name": r.name, "workers": r.workers, "ps": r.ps,
                "chief": r.chief, "training": r.training} for r in rows], fmt)

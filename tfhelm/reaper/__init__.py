@@ -9,14 +9,17 @@ Jobs (their pods' logs) and checkpoints stay. On failure the policy decides: kee
 for debugging (default) or reap anyway.
 
 Three modules, as everywhere in tfhelm:
-  * `rules`: pure; Jobs + configuration + clock -> one Decision (`decide()`). When training
-    is done is tfhelm.training's rule; this adds the grace period and the failure policy.
-  * `loop`: the `Reaper`. One watch on Jobs per cluster (or per namespace, for many
-    clusters) in a background thread that resumes from the last resourceVersion, re-lists
-    on 410 Gone and backs off when the API server is away; it puts typed events on a queue.
-    The main thread keeps timers for grace periods and runs side effects in small pools:
-    deletes first, Helm after, so one cluster's `helm uninstall` never delays another
-    cluster's deletes.
+  * `rules`: pure; Jobs + Succeeded pods + configuration + clock -> one Decision
+    (`decide()`). When training is done is tfhelm.training's rule; this adds the grace
+    period and the failure policy.
+  * `feed`: a list-then-watch of one kind in a background thread that resumes from the
+    last resourceVersion, lists again on 410 Gone and backs off when the API server is
+    away; it puts typed events on a queue.
+  * `loop`: the `Reaper`. Two feeds per cluster (or per namespace, for many clusters): its
+    Jobs, and its decisive role's Succeeded pods, so a training is seen done at the last
+    task's pod event, before the Job controller has counted it. The main thread keeps
+    timers for grace periods and runs side effects in small pools: deletes first, Helm
+    after, so one cluster's `helm uninstall` never delays another cluster's deletes.
   * `client`: the side effects (`KubeReapClient`: Helm, the Kubernetes API), injectable
     for tests.
 

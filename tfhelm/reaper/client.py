@@ -10,13 +10,11 @@ from datetime import datetime, timezone
 from typing import Iterator, Protocol
 
 from tfhelm.errors import Forbidden, ReleaseError, user_facing
-from tfhelm.kube import CLUSTER_LABEL
+from tfhelm.kube import CLUSTER_LABEL, Gone, Watches
 from tfhelm.reaper.rules import EVENT_SOURCE, event_name
 from tfhelm.training import JobRow
 
-
-class Gone(Exception):
-    """The watch's resourceVersion is too old (HTTP 410): list again."""
+__all__ = ["Gone", "KubeReapClient", "ReapClient", "forbidden", "ok_if_missing"]
 
 
 class ReapClient(Protocol):
@@ -28,7 +26,15 @@ class ReapClient(Protocol):
                    timeout: int) -> Iterator[tuple[str, object, str]]:
         """Yields (type, V1Job or None for bookmarks, resourceVersion); raises Gone."""
 
-    def stop_watch(self) -> None: ...
+    def list_pods(self, namespace: str, selector: str) -> tuple[list[dict], str]:
+        """The metadata (the API's JSON) of the Succeeded pods with these labels."""
+
+    def watch_pods(self, namespace: str, selector: str, resource_version: str,
+                   timeout: int) -> Iterator[tuple[str, dict | None, str]]:
+        """Pods turning Succeeded, as metadata (JSON); like watch_jobs."""
+
+    def stop_watch(self) -> None:
+        """End every watch, now and later."""
 
     def uninstall(self, release: str, namespace: str) -> bool:
         """False when the release does not exist."""
@@ -47,7 +53,7 @@ class KubeReapClient:
     deletes directly needs no helm binary."""
 
     def __init__(self, kube, helm=None):
-        self.kube, self._helm, self._watch, self._stopped = kube, helm, None, False
+        self.kube, self._helm, self.watches = kube, helm, Watches()
         self.instance = os.environ.get("HOSTNAME") or socket.gethostname()
 
     @property
@@ -64,30 +70,17 @@ class KubeReapClient:
         return res.items, res.metadata.resource_version
 
     def watch_jobs(self, namespace, selector, resource_version, timeout):
-        from kubernetes import watch
-        from kubernetes.client.rest import ApiException
+        return self.watches.stream(self.kube.batch.list_namespaced_job, namespace, label_selector=selector,
+                                   resource_version=resource_version, timeout=timeout)
 
-        w = self._watch = watch.Watch()
-        if self._stopped:  # stopped before this watch began
-            return
-        try:
-            for ev in w.stream(self.kube.batch.list_namespaced_job, namespace,
-                               label_selector=selector, resource_version=resource_version,
-                               allow_watch_bookmarks=True, timeout_seconds=timeout,
-                               _request_timeout=(10, timeout + 30)):
-                obj = None if ev["type"] == "BOOKMARK" else ev["object"]
-                yield ev["type"], obj, w.resource_version
-        except ApiException as e:
-            if e.status == 410:
-                raise Gone(str(e.reason)) from e
-            raise
+    def list_pods(self, namespace, selector):
+        return self.kube.succeeded_pods(namespace, selector)
+
+    def watch_pods(self, namespace, selector, resource_version, timeout):
+        return self.kube.watch_succeeded_pods(self.watches, namespace, selector, resource_version, timeout)
 
     def stop_watch(self):
-        """End the watch now and any later one: Watch.stop() shuts the connection's
-        socket down, which wakes the thread blocked reading it."""
-        self._stopped = True
-        if self._watch is not None:
-            self._watch.stop()
+        self.watches.stop()
 
     def uninstall(self, release, namespace):
         # No --wait: Kubernetes' garbage collector removes the pods; waiting would need

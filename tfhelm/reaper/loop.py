@@ -1,11 +1,12 @@
-"""The reaper's loop: a watch thread that turns the API server's Job events into typed
-events on a queue, and the main loop that keeps the Jobs, the grace timers and each
-training run's memory, and hands actions to small pools (deletes first, Helm after)."""
+"""The reaper's loop: two watch threads (feed.py) that turn the API server's events on Jobs
+and on Succeeded pods into typed events on a queue, and the main loop that keeps the Jobs,
+the pods' counts, the grace timers and each training run's memory, and hands actions to
+small pools (deletes first, Helm after). A pod event is decided at once: the Job controller
+counts pods about a second later."""
 
 from __future__ import annotations
 
 import queue
-import random
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -15,47 +16,20 @@ from typing import Callable
 from tfhelm import spec, training
 from tfhelm.errors import SpecError, TfhelmError, user_facing
 from tfhelm.kube import CLUSTER_LABEL
-from tfhelm.reaper.client import Gone, ReapClient, forbidden
+from tfhelm.reaper.client import ReapClient, forbidden
+from tfhelm.reaper import feed
+from tfhelm.reaper.feed import WATCH_SECONDS, Changed, Fatal, Listed, Note, WatchFailed
 from tfhelm.reaper.rules import (GRACE, KEEP, REAP, REASON_KEPT, REASON_REAPED, REASON_REAPING, WAIT,
                                  Decision, ReapConfig, Result, decide, never_finishes)
 from tfhelm.training import JobRow
 
-# Server-side watch timeout: the API server ends the watch and we resume it from the last
-# resourceVersion; the client-side read timeout above it catches half-open connections.
-WATCH_SECONDS = 240
+__all__ = ["WATCH_SECONDS", "Reaper"]
+# Without read access to pods (the in-cluster reaper's Role grants none), the Jobs alone
+# decide: about a second later, when the Job controller has counted the pods.
+NO_PODS = "no read access to pods: training done is seen from the Jobs alone"
 
 
-# ---------------------------------------------------------------- what goes on the queue
-
-@dataclass(frozen=True)
-class Listed:
-    """A fresh list of the Jobs (at start, after 410 Gone, after the API server was away)."""
-    jobs: list
-
-
-@dataclass(frozen=True)
-class JobChanged:
-    kind: str  # ADDED, MODIFIED or DELETED
-    job: object  # a V1Job
-
-
-@dataclass(frozen=True)
-class Note:
-    """A line to log as it is."""
-    line: str
-
-
-@dataclass(frozen=True)
-class WatchFailed:
-    """The watch broke (the API server away, a connection dropped); it is retried."""
-    reason: str
-
-
-@dataclass(frozen=True)
-class Fatal:
-    """Retrying cannot help (RBAC): the loop stops with this error."""
-    error: Exception
-
+# ---------------------------------------------------------------- what else goes on the queue (feed.py: the feeds')
 
 @dataclass(frozen=True)
 class ActionDone:
@@ -70,7 +44,7 @@ class Stop:
     pass
 
 
-Event = Listed | JobChanged | Note | WatchFailed | Fatal | ActionDone | Stop
+Event = Listed | Changed | Note | WatchFailed | Fatal | ActionDone | Stop
 
 
 @dataclass
@@ -102,7 +76,10 @@ class Reaper:
         self.metrics = metrics  # a tfhelm.reaper.metrics.ReaperMetrics, or None
         self.backoff = backoff
         self.selector = f"{CLUSTER_LABEL}={cluster}" if cluster else CLUSTER_LABEL
+        roles = {"chief": "chief", "auto": "chief,worker"}.get(self.config.completion, "worker")
+        self.pod_selector = f"{self.selector},tfhelm.io/role in ({roles})"  # the decisive role's
         self._jobs: dict[str, JobRow] = {}  # by uid
+        self._pods = training.SucceededTasks()
         self._runs: dict[tuple, _Running] = {}
         self._busy: set[str] = set()  # clusters with an action in flight
         self._retry_at: dict[str, float] = {}  # clusters whose last action failed
@@ -120,61 +97,22 @@ class Reaper:
     # -- public
 
     def run(self) -> Result | None:
-        watcher = threading.Thread(target=self._watch_loop, name="tfhelm-reaper-watch", daemon=True)
-        watcher.start()
+        c, ns, args = self.client, self.namespace, (self._events, self._stop, self.backoff)
+        jobs, pods = self.selector, self.pod_selector
+        feeds = [feed.Feed("jobs", "Jobs", lambda: c.list_jobs(ns, jobs),
+                           lambda rv, t: c.watch_jobs(ns, jobs, rv, t), *args).start(),
+                 feed.Feed("pods", "pods", lambda: c.list_pods(ns, pods),
+                           lambda rv, t: c.watch_pods(ns, pods, rv, t), *args, optional=NO_PODS).start()]
         try:
             return self._main_loop()
         finally:
-            self._stop.set()
-            self._end_watch(watcher)
+            feed.end(feeds, self.client.stop_watch)
             self._pool.shutdown(wait=True)
             self._helm_pool.shutdown(wait=True)
 
     def stop(self) -> None:
         self._stop.set()
         self._events.put(Stop())
-
-    def _end_watch(self, watcher: threading.Thread, timeout: float = 10) -> None:
-        """Stop the watch and wait for its thread: a thread still blocked in a TLS read
-        when the interpreter exits can abort the process (exit 134). A watch request that
-        was just being sent when stop came has no connection to close yet: ask again."""
-        deadline = time.monotonic() + timeout
-        while watcher.is_alive() and time.monotonic() < deadline:
-            self.client.stop_watch()
-            watcher.join(0.2)
-
-    # -- the watch (background thread)
-
-    def _watch_loop(self) -> None:
-        rv, delay = None, self.backoff[0]
-        while not self._stop.is_set():
-            try:
-                if rv is None:
-                    jobs, rv = self.client.list_jobs(self.namespace, self.selector)
-                    self._events.put(Listed(jobs))
-                started, got = time.monotonic(), False
-                for kind, job, new_rv in self.client.watch_jobs(self.namespace, self.selector, rv,
-                                                                WATCH_SECONDS):
-                    if self._stop.is_set():
-                        return
-                    rv, got, delay = new_rv or rv, True, self.backoff[0]
-                    if job is not None and kind in ("ADDED", "MODIFIED", "DELETED"):
-                        self._events.put(JobChanged(kind, job))
-                if not got and time.monotonic() - started < 1:
-                    raise ConnectionError("watch ended at once")  # don't spin: back off
-            except Gone:
-                self._events.put(Note("watch expired (410 Gone); listing Jobs again"))
-                rv = None
-            except Exception as e:  # the API server went away, a connection dropped...
-                if self._stop.is_set():
-                    return
-                if forbidden(e):  # retrying cannot help: stop with the reason
-                    self._events.put(Fatal(user_facing(e)))
-                    return
-                self._events.put(WatchFailed(f"{type(e).__name__}: {e}".splitlines()[0][:200]))
-                self._stop.wait(delay * random.uniform(0.8, 1.2))
-                delay = min(delay * 2, self.backoff[1])
-                rv = None  # list again: the state is fresh and the connection proven
 
     # -- the decisions (main thread)
 
@@ -200,12 +138,17 @@ class Reaper:
         match event:
             case Fatal(error):
                 raise error
-            case Listed(jobs):
+            case Listed("pods", pods):
+                self._pods = training.SucceededTasks()
+                for pod in pods:
+                    self._pods.add(pod["metadata"])
+                self._watching_again()
+            case Listed(_, jobs):
                 self._sync(jobs)
-                if self._watch_errors:
-                    self._say("watching again")
-                    self._watch_errors = 0
-            case JobChanged(kind, job):
+                self._watching_again()
+            case Changed("pods", _, pod):  # even DELETED: it did succeed
+                self._pods.add(pod["metadata"])
+            case Changed(_, kind, job):
                 self._apply(kind, job)
             case Note(line):
                 self._say(line)
@@ -218,6 +161,11 @@ class Reaper:
                     self._say(f"API server unreachable, retrying ({reason})", level="warning")
             case ActionDone(decision, result, error):
                 self._finished(decision, result, error)
+
+    def _watching_again(self) -> None:
+        if self._watch_errors:
+            self._say("watching again")
+            self._watch_errors = 0
 
     def _sync(self, jobs: list) -> None:
         rows = [training.job_row(j) for j in jobs]
@@ -254,6 +202,7 @@ class Reaper:
         row = training.job_row(job)
         if kind == "DELETED":
             self._jobs.pop(row.uid, None)
+            self._pods.forget(row.uid)
         else:
             self._jobs[row.uid] = row
             self._note(row)
@@ -299,13 +248,13 @@ class Reaper:
             self._pool.submit(self._act, d)
 
     def _decide(self, cluster: str, jobs: list[JobRow], now: float) -> Decision:
-        d = decide(cluster, jobs, self.config, now)
+        d = decide(cluster, jobs, self.config, now, pods=self._pods)
         if d.job is None or d.outcome is None:
             return d
         run = self._runs.setdefault(d.key, _Running())
         if run.observed is None:
             run.observed = now
-        return decide(cluster, jobs, self.config, now, run.observed)
+        return decide(cluster, jobs, self.config, now, run.observed, self._pods)
 
     def _next_timer(self) -> float | None:
         if not self._synced:

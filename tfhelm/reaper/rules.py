@@ -86,8 +86,8 @@ class Result:
 
 
 def decide(cluster: str, jobs: list[JobRow], cfg: ReapConfig, now: float,
-           observed: float | None = None) -> Decision:
-    """What to do about one cluster now.
+           observed: float | None = None, pods: training.SucceededTasks | None = None) -> Decision:
+    """What to do about one cluster now (`pods`: the Succeeded pods seen, see training.py).
 
     `observed` is when this reaper first saw the outcome. The grace period runs from the
     earlier of that and the Job's end as the API server stamped it (whole seconds, so
@@ -99,10 +99,10 @@ def decide(cluster: str, jobs: list[JobRow], cfg: ReapConfig, now: float,
         have = ", ".join(sorted(j.name for j in jobs)) or "none"
         wanted = "chief" if cfg.completion == "chief" else "worker"
         return Decision(WAIT, cluster, f"no {wanted} Job (completion '{cfg.completion}'; Jobs: {have})")
-    outcome = training.training_done(jobs, cfg.completion)
+    outcome = training.training_done(jobs, cfg.completion, pods)
     what = f"worker task 0 of Job {job.name}" if _by_task_0(job, cfg.completion) else f"Job {job.name}"
     if outcome is None:
-        return Decision(WAIT, cluster, f"waiting: {job.role} {job.succeeded}/{job.total} succeeded"
+        return Decision(WAIT, cluster, f"waiting: {job.role} {training.tasks_succeeded(job, pods)}/{job.total} succeeded"
                         + (f", {job.failed} failed" if job.failed else ""), job)
     if outcome == "Complete":
         why = f"training complete ({what} succeeded)"

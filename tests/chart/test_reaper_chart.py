@@ -44,6 +44,7 @@ def test_role_of_a_split_in_graph_cluster():
     ps = ("mnist-ps-0", "mnist-ps-1")
     assert rules(m) == [
         (("batch",), ("jobs",), (), ("list", "watch")),
+        (("",), ("pods",), (), ("list", "watch")),
         (("batch",), ("jobs",), (job_names(m)["worker"],), ("patch",)),
         (("",), ("events",), (), ("create",)),
         (("apps",), ("deployments",), (), ("list",)),

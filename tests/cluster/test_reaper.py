@@ -354,7 +354,9 @@ def test_in_cluster_reaper_rbac_is_sufficient_and_minimal(core, apps, batch, nam
     assert forbidden(r_apps.delete_namespaced_deployment, "other-ps-0", namespace)
     assert forbidden(r_apps.delete_namespaced_deployment, f"{name}-reaper", namespace)
     assert forbidden(r_core.delete_namespaced_service, f"{name}-worker", namespace)
-    assert forbidden(r_core.list_namespaced_pod, namespace)
+    ps_pod = core.list_namespaced_pod(namespace, label_selector=f"tfhelm.io/cluster={name},tfhelm.io/role=ps").items[0]
+    assert forbidden(r_core.read_namespaced_pod, ps_pod.metadata.name, namespace)  # pods: list and watch only
+    assert forbidden(r_core.delete_namespaced_pod, ps_pod.metadata.name, namespace)
     assert forbidden(r_core.list_namespaced_persistent_volume_claim, namespace)
     assert forbidden(r_core.delete_namespaced_config_map, f"{name}-tfconfig", namespace)
     assert forbidden(r_batch.list_namespaced_job, "default")
@@ -377,6 +379,7 @@ def test_in_cluster_reaper_rbac_is_sufficient_and_minimal(core, apps, batch, nam
     finally:
         out = stop(proc)
     assert "failed" not in out and "forbidden" not in out.lower(), out
+    assert "no read access to pods" not in out, out  # it decided from the pods' watch too
     if form == "split-in-graph":
         # The PS release's record stays (the reaper may not touch Secrets); `tfhelm down`
         # or the next `tfhelm up` deals with it.

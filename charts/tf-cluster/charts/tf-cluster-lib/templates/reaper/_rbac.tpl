@@ -3,8 +3,8 @@
 {{- $name := include "tf-cluster.name" . }}
 {{- $psNames := include "tf-cluster.reaper.psNames" . | fromJsonArray }}
 {{- $labels := include "tf-cluster.labels" (dict "root" $ "component" "reaper") }}
-# Least privilege for `tfhelm reap {{ $name }} --delete-directly`: read this namespace's Jobs,
-# write Events, and delete nothing but this cluster's parameter servers (by name). No Secrets
+# Least privilege for `tfhelm reap {{ $name }} --delete-directly`: read this namespace's Jobs and
+# pods, write Events, and delete nothing but this cluster's parameter servers (by name). No Secrets
 # (so no Helm: a release's Secrets cannot be limited by name), nothing cluster-wide.
 apiVersion: rbac.authorization.k8s.io/v1
 kind: Role
@@ -17,6 +17,11 @@ rules:
   # One watch on the cluster's Jobs. A label selector cannot be limited by name.
   - apiGroups: [batch]
     resources: [jobs]
+    verbs: [list, watch]
+  # One watch on the decisive tasks' Succeeded pods (metadata only): training is done at the
+  # last task's success, before the Job controller's next sync says so.
+  - apiGroups: [""]
+    resources: [pods]
     verbs: [list, watch]
   {{- if eq .Values.mode "in-graph" }}
   # In-graph workers run TF servers that never exit: the reaper suspends their Job.

@@ -42,6 +42,7 @@ from tfhelm.reaper import KubeReapClient, ReapConfig, Reaper  # noqa: E402
 from tfhelm.spec import Shape  # noqa: E402
 from tfhelm.values import ClusterOptions  # noqa: E402
 from tfhelm_dev import localcluster  # noqa: E402
+from reaper_latency import wait  # noqa: E402  (bench/ is on the path: scripts run from it)
 
 PODS_PER_NODE = 200
 VALUES = {
@@ -95,14 +96,6 @@ class Moments:
     def stop(self):
         for w in self._watches:
             w.stop()
-
-
-def wait(check, timeout, what):
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"timed out waiting for {what}")
-        time.sleep(0.2)
 
 
 def run_once(admin: client.ApiClient, workers: int, out=sys.stderr) -> tuple[float, float, float]:

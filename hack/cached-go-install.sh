@@ -9,6 +9,9 @@ names=$1 version=$2 dest=$3; shift 4
 IFS=, read -r -a names <<<"$names"
 cache="$("$(dirname "$0")/cache-dir.sh")/bin/$version"
 mkdir -p "$cache" "$dest"
+# One build per binary at a time: two checkouts building the same one would share $GOBIN.
+exec 9>"$cache/.lock-${names[0]}"
+flock 9
 missing=0
 for n in "${names[@]}"; do [[ -x "$cache/$n" ]] || missing=1; done
 if (( missing )); then

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
-from tfhelm import manifests, spec, training, yamlio
+from tfhelm import code_configmap, manifests, spec, training, yamlio
 from tfhelm.errors import SpecError, UsageError
 from tfhelm.values import ClusterOptions, ClusterValues, cluster_values
 
@@ -60,9 +60,20 @@ def render(p: Plan, helm: Helm) -> dict[str, list[dict]]:
     return helm.templates({r.name: r.values for r in p.releases}, p.namespace)
 
 
-def manifests_yaml(rendered: dict[str, list[dict]]) -> str:
-    return "".join(f"---\n# release: {release}\n" + yamlio.dump(doc, sort_keys=False)
-                   for release, docs in rendered.items() for doc in docs)
+def manifests_yaml(rendered: dict[str, list[dict]], code: dict | None = None) -> str:
+    shipped = f"---\n# shipped beside the releases\n{yamlio.dump(code, sort_keys=False)}" if code else ""
+    return shipped + "".join(f"---\n# release: {release}\n" + yamlio.dump(doc, sort_keys=False)
+                             for release, docs in rendered.items() for doc in docs)
+
+
+def ship_code(p: Plan) -> tuple[Plan, dict | None]:
+    """The plan `up` installs: inline code moved out of the releases into its own ConfigMap
+    (tfhelm/code_configmap.py), which `up` creates and the workload release owns."""
+    values, code = code_configmap.split(p.name, p.values)
+    if code is None:
+        return p, None
+    releases = [Release(r.name, {**r.values, "code": values["code"]}) for r in p.releases]
+    return Plan(p.name, p.namespace, values, releases, p.cluster), code
 
 
 Notify = Callable[[str], None]
@@ -173,14 +184,18 @@ def up(p: Plan, helm: Helm, kube: Kube, notify: Notify = lambda _: None,
        edited by hand since (drift), which the install sets back to the chart's values;
     3. with `replace`, delete the Jobs the change replaces and wait until their pods are gone
        (old and new tasks side by side would register twice in the TF cluster);
-    4. install/upgrade, PS first. A failure undoes what this call made: Helm rolls back a
-       failed release; releases, PVCs and the namespace this call created are removed.
-       PVCs that existed before (data) are never touched.
+    4. create the shipped code's ConfigMap (inline code, `ship_code`), then install/upgrade
+       both releases at once. A failure undoes what this call made: Helm rolls back a
+       failed release; releases, the code ConfigMap, PVCs and the namespace this call
+       created are removed. PVCs that existed before (data) are never touched;
+    5. the workload release's config ConfigMap becomes the code ConfigMap's owner (any
+       uninstall, `helm uninstall` too, deletes it), and earlier code ConfigMaps go.
     """
     import threading
 
     from tfhelm.lock import InstallLock
 
+    p, code = ship_code(p)
     loading = threading.Thread(target=kube.load_apis, daemon=True)
     loading.start()
     rendered = render(p, helm)
@@ -189,7 +204,7 @@ def up(p: Plan, helm: Helm, kube: Kube, notify: Notify = lambda _: None,
     made_namespace = kube.ensure_namespace(p.namespace)  # the lock lives in it
     try:
         with InstallLock(kube, p.namespace, p.name):
-            return _install(p, rendered, helm, kube, notify, replace, made_namespace)
+            return _install(p, code, rendered, helm, kube, notify, replace, made_namespace)
     except Exception:
         if made_namespace:
             notify(f"removing namespace {p.namespace} again")
@@ -197,8 +212,8 @@ def up(p: Plan, helm: Helm, kube: Kube, notify: Notify = lambda _: None,
         raise
 
 
-def _install(p: Plan, rendered: dict[str, list[dict]], helm: Helm, kube: Kube, notify: Notify,
-             replace: bool, made_namespace: bool) -> Change:
+def _install(p: Plan, code: dict | None, rendered: dict[str, list[dict]], helm: Helm, kube: Kube,
+             notify: Notify, replace: bool, made_namespace: bool) -> Change:
     installed = find(p.name, p.namespace, helm, field="--name")  # refuses other charts' releases
     existing = {p.name} if installed.workload else set()
     existing |= {spec.ps_release(p.name)} if installed.ps else set()
@@ -214,8 +229,10 @@ def _install(p: Plan, rendered: dict[str, list[dict]], helm: Helm, kube: Kube, n
                              "--replace to do it, or `tfhelm down` first")
     pvcs_before = kube.pvc_names(p.namespace, p.name)
     created: list[str] = []
+    made_code = False
     try:
-        drift = kube.dry_run_apply(p.namespace, [o for r in p.releases for o in rendered[r.name]])
+        shipped = [code] if code else []
+        drift = kube.dry_run_apply(p.namespace, shipped + [o for r in p.releases for o in rendered[r.name]])
         notify(f"the API server admits every object of {p.namespace}/{p.name} (server-side dry run)")
         for d in drift:
             notify(f"drift: {d}; set back to the chart's value")
@@ -223,6 +240,10 @@ def _install(p: Plan, rendered: dict[str, list[dict]], helm: Helm, kube: Kube, n
             notify("stopping the replaced Jobs' tasks (their pods stop on SIGTERM) before the new ones start")
             for name in kube.delete_jobs(p.namespace, p.name, None if rerun else [j.name for j in change.replaced]):
                 notify(f"deleted Job {p.namespace}/{name}{' for a new run' if rerun else ''}; its pods are gone")
+        if code:
+            made_code = kube.create_configmap(p.namespace, code)
+            if made_code:
+                notify(f"shipped the code in ConfigMap {p.namespace}/{code['metadata']['name']}")
         for r in p.releases:
             notify(f"{'upgrading' if r.name in existing else 'installing'} release {p.namespace}/{r.name}")
         # Both at once, neither waits: the PS mount the volumes the workload release makes,
@@ -233,8 +254,15 @@ def _install(p: Plan, rendered: dict[str, list[dict]], helm: Helm, kube: Kube, n
             if isinstance(rev, Exception):
                 raise rev
     except Exception:
+        if made_code:
+            kube.delete_configmap(p.namespace, code["metadata"]["name"])
         _undo(p, helm, kube, created, pvcs_before, made_namespace, notify)
         raise
+    keep = code["metadata"]["name"] if code else None
+    if code:
+        kube.set_configmap_owner(p.namespace, keep, manifests.config_map(rendered[p.name])["metadata"]["name"])
+    for name in kube.configmap_names(p.namespace, code_configmap.selector(p.name)) - {keep}:
+        kube.delete_configmap(p.namespace, name)  # an earlier run's code: its Jobs are gone
     stale_ps = spec.ps_release(p.name)
     if not p.shape.ps and helm.uninstall(stale_ps, p.namespace):
         notify(f"removed release {p.namespace}/{stale_ps} (no parameter servers any more)")
@@ -265,6 +293,10 @@ def down(name: str, namespace: str, helm: Helm, kube: Kube, purge: bool = False,
         if helm.uninstall(release, namespace):
             found = True
             notify(f"uninstalled release {namespace}/{release}")
+    # Its owner's deletion removes it too, but in the background (and an `up` killed before
+    # setting the owner left it ownerless).
+    for configmap in kube.configmap_names(namespace, code_configmap.selector(name)):
+        kube.delete_configmap(namespace, configmap)
     if purge:
         for pvc in kube.delete_pvcs(namespace, name):
             found = True

@@ -338,6 +338,35 @@ class Kube:
             if err.status != 404:
                 raise api_error(err, f"PersistentVolumeClaim {namespace}/{name}") from err
 
+    def create_configmap(self, namespace: str, obj: dict) -> bool:
+        """Create a ConfigMap; False when one of that name exists (named by its content)."""
+        try:
+            self.request_json("POST", f"/api/v1/namespaces/{namespace}/configmaps", obj)
+            return True
+        except ApiException as err:
+            if err.status == 409:
+                return False
+            raise api_error(err, f"ConfigMap {namespace}/{obj['metadata']['name']}") from err
+
+    def set_configmap_owner(self, namespace: str, name: str, owner: str) -> None:
+        """Make ConfigMap `owner` the owner of ConfigMap `name`: the garbage collector
+        deletes it with its owner."""
+        base = f"/api/v1/namespaces/{namespace}/configmaps"
+        uid = self.get_json(f"{base}/{owner}")["metadata"]["uid"]
+        patch = {"metadata": {"ownerReferences": [{"apiVersion": "v1", "kind": "ConfigMap", "name": owner, "uid": uid}]}}
+        self.request_json("PATCH", f"{base}/{name}", patch, content_type="application/merge-patch+json")
+
+    def configmap_names(self, namespace: str, selector: str) -> set[str]:
+        return {c["metadata"]["name"] for c in
+                self.raw_list(f"/api/v1/namespaces/{namespace}/configmaps", METADATA_LIST, labelSelector=selector)}
+
+    def delete_configmap(self, namespace: str, name: str) -> None:
+        try:
+            self.request_json("DELETE", f"/api/v1/namespaces/{namespace}/configmaps/{name}")
+        except ApiException as err:
+            if err.status != 404:
+                raise api_error(err, f"ConfigMap {namespace}/{name}") from err
+
     def objects(self, namespace: str, cluster: str) -> ClusterObjects:
         sel = f"{CLUSTER_LABEL}={cluster}"
         return ListedObjects({
@@ -353,16 +382,17 @@ class Kube:
         CPU), and decoding into them costs many times json.loads."""
         return json.loads(self._request("GET", path, accept=accept, timeout=timeout, **query).read())
 
-    def request_json(self, method: str, path: str, body: dict | None = None, **query) -> dict:
+    def request_json(self, method: str, path: str, body: dict | None = None,
+                     content_type: str = "application/json", **query) -> dict:
         """One request with a JSON body and answer (see get_json); raises ApiException."""
-        return json.loads(self._request(method, path, body, **query).read())
+        return json.loads(self._request(method, path, body, content_type=content_type, **query).read())
 
     def _request(self, method: str, path: str, body: dict | None = None, accept: str = "application/json",
-                 timeout=None, **query):
+                 timeout=None, content_type: str = "application/json", **query):
         """One request (see get_json); raises ApiException. The body of a success is not read
         yet: a watch streams it."""
         params = [(k, v) for k, v in query.items() if v is not None]
-        headers = {"Accept": accept, **({"Content-Type": "application/json"} if body is not None else {})}
+        headers = {"Accept": accept, **({"Content-Type": content_type} if body is not None else {})}
         request = self.api.param_serialize(method, path, query_params=params, auth_settings=["BearerToken"],
                                            header_params=headers, body=body)
         resp = self.api.call_api(*request, _request_timeout=timeout)

@@ -18,15 +18,21 @@ def by_kind(manifests: list[dict], kind: str) -> list[dict]:
     return [m for m in manifests if m.get("kind") == kind]
 
 
+def config_map(manifests: list[dict]) -> dict:
+    """A rendered release's config ConfigMap (the cluster spec, the generation)."""
+    for cm in by_kind(manifests, "ConfigMap"):
+        data = cm.get("data") or {}
+        if "cluster-spec.json" in data and "generation" in data:
+            return cm
+    raise ValueError("no tf-cluster config ConfigMap in these manifests")
+
+
 def cluster_config(manifests: list[dict]) -> tuple[dict[str, list[str]], str]:
     """The TF_CONFIG `cluster` (the cluster spec expanded by the launcher's own code) and
     the generation (the hash in Job names) a rendered release carries in its config
     ConfigMap: the chart computes them, tfhelm reads them."""
-    for cm in by_kind(manifests, "ConfigMap"):
-        data = cm.get("data") or {}
-        if "cluster-spec.json" in data and "generation" in data:
-            return launcher.expand_cluster(json.loads(data["cluster-spec.json"])), data["generation"]
-    raise ValueError("no tf-cluster config ConfigMap in these manifests")
+    data = config_map(manifests)["data"]
+    return launcher.expand_cluster(json.loads(data["cluster-spec.json"])), data["generation"]
 
 
 def job_names(manifests: list[dict]) -> dict[str, str]:

@@ -39,6 +39,25 @@ def test_dry_run_shows_both_releases():
     assert "# release: demo-ps" in result.stdout and "# release: demo\n" in result.stdout
 
 
+def test_up_dry_run_ships_a_local_script_beside_the_releases(tmp_path, monkeypatch):
+    """What `up` would create: the code in a ConfigMap named by its content, the releases
+    mounting it by name; `render` (manifests that stand alone, e.g. for GitOps) keeps it
+    in the release's own code ConfigMap."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "train.py").write_text("import util\n")
+    (tmp_path / "util.py").write_text("SHIPPED_MARKER = 1\n")
+    result = runner.invoke(app, ["up", "--workers", "2", "--name", "m", "--script", "train.py", "--dry-run"])
+    assert result.exit_code == 0, result.output
+    shipped, *released = docs(result.stdout)
+    assert shipped["metadata"]["name"].startswith("m-code-") and shipped["immutable"] is True
+    assert shipped["data"] == {"train.py": "import util\n", "util.py": "SHIPPED_MARKER = 1\n"}
+    assert "SHIPPED_MARKER" not in yaml.safe_dump_all(released)
+    (job,) = [d for d in released if d["kind"] == "Job"]
+    assert {"name": "code", "configMap": {"name": shipped["metadata"]["name"]}} in job["spec"]["template"]["spec"]["volumes"]
+    rendered = docs(runner.invoke(app, ["render", "m", "--workers", "2", "--script", "train.py"]).stdout)
+    assert [d["data"] for d in rendered if d["metadata"]["name"] == "m-code"] == [shipped["data"]]
+
+
 def test_up_without_name_generates_one():
     result = runner.invoke(app, ["up", "--workers", "1", "--dry-run"])
     assert result.exit_code == 0

@@ -4,6 +4,7 @@ controller, the scheduler and kwok's pod lifecycle, installed by tfhelm and by p
 from __future__ import annotations
 
 import base64
+import gzip
 import json
 import subprocess
 from pathlib import Path
@@ -159,3 +160,46 @@ def test_a_release_of_100000_workers_is_stored_small(namespace, core):
     assert sizes[100_000] < 40 * 1024, sizes
     assert sizes["script JSON"] < 64 * 1024, sizes
     assert abs(sizes[100_000] - sizes[8]) < 64, sizes  # the count's digits and compression noise
+
+
+def test_a_local_script_ships_beside_the_release_in_a_configmap_it_owns(namespace, core, tmp_path):
+    """`tfhelm up --script ./train.py` ships the script and the .py files beside it in a
+    ConfigMap named by their content, not in the releases (Helm would store the code twice in
+    every revision). The workload release's config ConfigMap owns it: a plain `helm
+    uninstall` removes it too. New code is a new ConfigMap (and new Jobs); the old one goes."""
+    src = tmp_path / "code"
+    src.mkdir()
+    (src / "train.py").write_text("import helper\nhelper.main()\n")
+    (src / "helper.py").write_text("def main():\n    pass\n" + "# padding\n" * 4000)
+    selector = "tfhelm.io/cluster=shipped,tfhelm.io/role=code"
+
+    def shipped() -> list:
+        return core.list_namespaced_config_map(namespace, label_selector=selector).items
+
+    def stored(release: str) -> bytes:
+        secret = core.read_namespaced_secret(f"sh.helm.release.v1.{release}.v1", namespace)
+        return gzip.decompress(base64.b64decode(base64.b64decode(secret.data["release"])))
+
+    up = ("up", "--name", "shipped", "-n", namespace, "--workers", "2", "--ps", "1", "--script", str(src / "train.py"))
+    tfhelm(*up)
+    (cm,) = shipped()
+    assert cm.data == {"train.py": (src / "train.py").read_text(), "helper.py": (src / "helper.py").read_text()}
+    assert cm.immutable and cm.metadata.name.startswith("shipped-code-")
+    assert [(o.kind, o.name) for o in cm.metadata.owner_references] == [("ConfigMap", "shipped-tfconfig")]
+    assert all(b"# padding" not in stored(r) for r in ("shipped", "shipped-ps"))
+    volumes = client.BatchV1Api(core.api_client).read_namespaced_job(
+        job_of(namespace, "shipped", "worker"), namespace).spec.template.spec.volumes
+    assert [v.config_map.name for v in volumes if v.name == "code"] == [cm.metadata.name]
+
+    (src / "helper.py").write_text("def main():\n    print('v2')\n")
+    tfhelm(*up, "--replace")
+    (new,) = shipped()
+    assert new.metadata.name != cm.metadata.name and "v2" in new.data["helper.py"]
+
+    for release in ("shipped-ps", "shipped"):
+        assert helm("uninstall", release, "-n", namespace).returncode == 0
+    wait_for(lambda: not shipped(), what="the garbage collector to delete the code with its owner")
+    tfhelm(*up)
+    assert shipped()
+    tfhelm("down", "shipped", "-n", namespace)
+    assert not shipped()  # `down` deletes it itself, not in the background

@@ -52,7 +52,8 @@ def up(name: Annotated[Optional[str], typer.Option(
         script_args=script_args))
     helm = Helm()
     if dry_run:
-        write(deploy.manifests_yaml(deploy.render(p, helm)))
+        shipped, code = deploy.ship_code(p)
+        write(deploy.manifests_yaml(deploy.render(shipped, helm), code))
         return
     from tfhelm.kube import Kube
 

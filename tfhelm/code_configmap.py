@@ -12,6 +12,7 @@ import hashlib
 import json
 
 from tfhelm import contract
+from tfhelm.contract import CLUSTER_LABEL, ROLE_LABEL
 from tfhelm.values import is_configmap_key
 
 ROLE = "code"
@@ -21,7 +22,7 @@ HASH_LENGTH = 10
 
 def selector(cluster: str) -> str:
     """The label selector of a cluster's shipped-code ConfigMaps."""
-    return f"{contract.label('cluster')}={cluster},{contract.label('role')}={ROLE}"
+    return f"{CLUSTER_LABEL}={cluster},{ROLE_LABEL}={ROLE}"
 
 
 def split(cluster: str, values: dict) -> tuple[dict, dict | None]:
@@ -37,7 +38,7 @@ def split(cluster: str, values: dict) -> tuple[dict, dict | None]:
     configmap = {
         "apiVersion": "v1", "kind": "ConfigMap",
         "metadata": {"name": name, "labels": {
-            contract.label("cluster"): cluster, contract.label("role"): ROLE,
+            CLUSTER_LABEL: cluster, ROLE_LABEL: ROLE,
             "app.kubernetes.io/part-of": "tfhelm", "app.kubernetes.io/managed-by": "tfhelm"}},
         "immutable": True,  # named by its content: it never changes, and kubelets need not watch it
         "data": data,

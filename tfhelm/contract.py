@@ -30,3 +30,7 @@ def label(name: str) -> str:
 def regex(name: str) -> re.Pattern:
     """A pattern of the contract, for `fullmatch` (as Go and JSON Schema match it anchored)."""
     return re.compile(contract()["patterns"][name])
+
+
+# The label keys tfhelm selects and reads objects by.
+CLUSTER_LABEL, ROLE_LABEL, TASK_INDEX_LABEL = (label(k) for k in ("cluster", "role", "taskIndex"))

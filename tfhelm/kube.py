@@ -16,11 +16,11 @@ from kubernetes import client, config
 from kubernetes.client.rest import ApiException
 from urllib3.exceptions import HTTPError
 
+from tfhelm.contract import CLUSTER_LABEL, ROLE_LABEL
 from tfhelm.errors import (AdmissionRefused, ClusterUnreachable, SpecError, TfhelmError, TimedOut,
                            access_denied, api_error, api_message)
 from tfhelm.spec import validate_namespace
 
-CLUSTER_LABEL = "tfhelm.io/cluster"
 # Items per page of a raw list: one page is in memory at a time (100 pods: ~1 MB of JSON;
 # at 500 the peak RSS of `status` at 1,024 pods was 107 MiB, at 100 it is 64 MiB, same CPU).
 PAGE = 100
@@ -473,7 +473,7 @@ class Kube:
         """The metadata (JSON) of every TF cluster's Succeeded chief and worker pods in a
         namespace (None: all namespaces), paged."""
         path = f"/api/v1/namespaces/{namespace}/pods" if namespace else "/api/v1/pods"
-        return self.raw_list(path, METADATA_LIST, labelSelector=f"{CLUSTER_LABEL},tfhelm.io/role in (chief,worker)",
+        return self.raw_list(path, METADATA_LIST, labelSelector=f"{CLUSTER_LABEL},{ROLE_LABEL} in (chief,worker)",
                              fieldSelector=SUCCEEDED)
 
     def ran_only_on_simulated_nodes(self, namespace: str, cluster: str) -> bool:

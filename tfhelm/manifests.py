@@ -37,5 +37,5 @@ def cluster_config(manifests: list[dict]) -> tuple[dict[str, list[str]], str]:
 
 def job_names(manifests: list[dict]) -> dict[str, str]:
     """{role: Job name} of a rendered release."""
-    return {j["metadata"]["labels"][contract.label("role")]: j["metadata"]["name"]
+    return {j["metadata"]["labels"][contract.ROLE_LABEL]: j["metadata"]["name"]
             for j in by_kind(manifests, "Job")}

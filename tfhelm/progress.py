@@ -17,7 +17,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn
 
 from tfhelm import status, training
 from tfhelm.errors import TimedOut
-from tfhelm.kube import CLUSTER_LABEL, JsonObject, Kube, Watches
+from tfhelm.kube import CLUSTER_LABEL, ROLE_LABEL, JsonObject, Kube, Watches
 from tfhelm.reaper import feed
 from tfhelm.spec import Shape
 
@@ -40,7 +40,7 @@ def feeds(kube: Kube, namespace: str, name: str, finishing: str, events: queue.Q
           watches: Watches) -> list[feed.Feed]:
     """The cluster's Jobs, PS Deployments and `finishing` Succeeded pods onto `events`."""
     sel, stop = f"{CLUSTER_LABEL}={name}", threading.Event()
-    ps, pods = f"{sel},tfhelm.io/role=ps", f"{sel},tfhelm.io/role={finishing}"
+    ps, pods = f"{sel},{ROLE_LABEL}=ps", f"{sel},{ROLE_LABEL}={finishing}"
     jobs, deps = f"/apis/batch/v1/namespaces/{namespace}/jobs", f"/apis/apps/v1/namespaces/{namespace}/deployments"
 
     def of(name: str, what: str, path: str, selector: str) -> feed.Feed:

@@ -8,6 +8,7 @@ from collections import Counter
 from dataclasses import asdict, dataclass
 from typing import Iterable
 
+from tfhelm.contract import CLUSTER_LABEL, ROLE_LABEL, TASK_INDEX_LABEL
 from tfhelm.kube import ClusterObjects
 from tfhelm.spec import ROLES
 from tfhelm.training import (COMPLETION_INDEX, SucceededTasks, current_jobs, job_rows, job_state,
@@ -41,10 +42,10 @@ def task_row(pod: dict) -> TaskRow | None:
     """A pod (the API's JSON) as a task row; None for a pod that is no TF task (the reaper)."""
     meta, st = pod["metadata"], pod.get("status") or {}
     labels, ann = meta.get("labels") or {}, meta.get("annotations") or {}
-    role = labels.get("tfhelm.io/role", "?")
+    role = labels.get(ROLE_LABEL, "?")
     if role not in ROLES:
         return None
-    index = labels.get("tfhelm.io/task-index", ann.get(COMPLETION_INDEX, "?"))
+    index = labels.get(TASK_INDEX_LABEL, ann.get(COMPLETION_INDEX, "?"))
     containers = st.get("containerStatuses") or []
     phase = "Terminating" if meta.get("deletionTimestamp") else st.get("phase") or "Unknown"
     return TaskRow(f"{role}:{index}", meta["name"], phase, sum(c.get("restartCount", 0) for c in containers),
@@ -176,7 +177,7 @@ def reaper_lines(events: list) -> list[str]:
 
 def ps_counts(deployments: list) -> tuple[int, int]:
     """(parameter servers, ready ones) among a cluster's Deployments (V1Deployment)."""
-    ps = [d for d in deployments if (d.metadata.labels or {}).get("tfhelm.io/role") == "ps"]
+    ps = [d for d in deployments if (d.metadata.labels or {}).get(ROLE_LABEL) == "ps"]
     return len(ps), sum(d.status.ready_replicas or 0 for d in ps)
 
 
@@ -294,7 +295,7 @@ def cluster_rows(jobs: list, deployments: list, pods: SucceededTasks | None = No
     for kind, items in (("jobs", jobs), ("deployments", deployments)):
         for obj in items:
             labels = obj.metadata.labels or {}
-            cluster = labels.get("tfhelm.io/cluster")
+            cluster = labels.get(CLUSTER_LABEL)
             if cluster and labels.get(CHART_LABEL, "").startswith("tf-cluster-"):
                 key = (obj.metadata.namespace, cluster)
                 getattr(groups.setdefault(key, ClusterObjects([], [], [], [])), kind).append(obj)

@@ -14,8 +14,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
+from tfhelm import contract
+from tfhelm.contract import CLUSTER_LABEL, ROLE_LABEL
+
 # The reaper's completion conditions (`tfhelm reap --completion`, chart `reaper.completion`).
-COMPLETIONS = ("auto", "all-workers", "chief", "worker-0")
+COMPLETIONS = tuple(contract.contract()["reaper"]["completions"])
 # A Job whose pods only run TF servers that never exit (in-graph workers) may say so; the
 # launcher's `server` argument is the fallback for charts that do not.
 RUNS_ANNOTATION = "tfhelm.io/runs"
@@ -65,8 +68,8 @@ def job_row(job) -> JobRow:
     elif (st.succeeded or 0) >= (job.spec.completions or 1) and not job.spec.suspend:
         state = "Complete"  # counted, conditions not yet written; no server stamp yet
     labels = meta.labels or {}
-    return JobRow(labels.get("tfhelm.io/role", "?"), meta.name, st.succeeded or 0, st.failed or 0,
-                  job.spec.completions or 1, state, cluster=labels.get("tfhelm.io/cluster", ""),
+    return JobRow(labels.get(ROLE_LABEL, "?"), meta.name, st.succeeded or 0, st.failed or 0,
+                  job.spec.completions or 1, state, cluster=labels.get(CLUSTER_LABEL, ""),
                   uid=meta.uid or "", finished_at=finished, reason=reason,
                   completed_indexes=st.completed_indexes or "", failed_indexes=st.failed_indexes or "",
                   suspended=bool(job.spec.suspend), runs_server=_runs_server(job),

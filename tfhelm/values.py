@@ -243,7 +243,7 @@ class ClusterValues:
     def reaper(self) -> ReapConfig:
         """The `reaper:` section as the reaper's configuration (validated when first read:
         only `--reap` and the reaper need it)."""
-        from tfhelm.reaper.rules import ReapConfig  # late: the reaper's rules import this module
+        from tfhelm.reaper.rules import ReapConfig  # late: the reaper package loads the API client
 
         return ReapConfig.from_section(self.effective.get("reaper") or {})
 

@@ -392,7 +392,7 @@ def test_in_cluster_reaper_rbac_is_sufficient_and_minimal(core, apps, batch, nam
 def test_reap_of_a_missing_cluster_exits_cleanly_every_time(namespace):
     """Its watch thread is stopped and joined before the command ends: one still blocked in
     a TLS read at exit made the interpreter abort (exit 134) in some runs."""
-    from tfhelm.commands.reap import run_reaper
+    from tfhelm.reaping import run_reaper
     from tfhelm.errors import SpecError
     from tfhelm.reaper import ReapConfig
     from tfhelm.console import err

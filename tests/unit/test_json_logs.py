@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 from tests.unit.test_reaper import FakeClient, job
 from tfhelm import launcher, reaper
 from tfhelm.cli import app
-from tfhelm.commands.reap import json_record
+from tfhelm.reaping import json_record
 from tfhelm.reaper import ReapConfig
 
 TS = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")

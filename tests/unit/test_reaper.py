@@ -173,8 +173,10 @@ def test_event_names_are_deterministic():
     assert reaper.event_name(r, "TFClusterReaped") == "c-worker.tfclusterreaped.01234567"
 
 
-def test_config_from_values_reads_the_reaper_section():
-    cfg = reaper.config_from_values({"reaper": {"grace": 5, "onFailure": "reap"}})
+def test_a_clusters_values_give_the_reapers_configuration():
+    from tfhelm.values import ClusterValues
+
+    cfg = ClusterValues.from_release({"reaper": {"grace": 5, "onFailure": "reap"}}).reaper
     assert cfg == ReapConfig(grace=5, completion="auto", on_failure="reap")
 
 
@@ -445,12 +447,3 @@ def test_namespace_reaper_handles_clusters_independently():
     r.stop()
     finish(t, box)
     assert settled() and "b-ps" in fc.releases, "the failed cluster keeps its PS"
-
-
-def test_the_reapers_choices_are_the_contracts():
-    """The chart's schema takes its enums from the contract; tfhelm.training decides on these."""
-    from tfhelm import contract, training
-    from tfhelm.reaper import rules
-
-    assert training.COMPLETIONS == tuple(contract.contract()["reaper"]["completions"])
-    assert rules.POLICIES == tuple(contract.contract()["reaper"]["onFailure"])

@@ -140,7 +140,7 @@ def _follow(p, helm, kube, generated: bool, wait: bool, timeout: int, reap: bool
         if outcome != "Complete" and not reap:
             raise typer.Exit(TrainingFailed.exit_code)
     if reap and s.ps:
-        from tfhelm.commands.reap import run_reaper, summarize
+        from tfhelm.reaping import run_reaper, summarize
 
         result = run_reaper(kube, p.namespace, p.name, p.cluster.reaper, err, helm=helm)
         if summarize(result, p.namespace, err):

@@ -34,12 +34,12 @@ from tfhelm.reaper.client import (Gone, KubeReapClient, ReapClient, forbidden,
 from tfhelm.reaper.loop import WATCH_SECONDS, Reaper
 from tfhelm.reaper.rules import (DEFAULT_GRACE, EVENT_SOURCE, GRACE, KEEP, POLICIES, REAP,
                                  REASON_KEPT, REASON_REAPED, REASON_REAPING, TIMESTAMP_RESOLUTION,
-                                 WAIT, Decision, ReapConfig, Result, config_from_values, decide,
+                                 WAIT, Decision, ReapConfig, Result, decide,
                                  event_name)
 
 __all__ = [
     "DEFAULT_GRACE", "EVENT_SOURCE", "GRACE", "KEEP", "POLICIES", "REAP", "REASON_KEPT",
     "REASON_REAPED", "REASON_REAPING", "TIMESTAMP_RESOLUTION", "WAIT", "WATCH_SECONDS",
     "Decision", "Gone", "KubeReapClient", "ReapClient", "ReapConfig", "Reaper", "Result",
-    "config_from_values", "decide", "event_name", "forbidden", "ok_if_missing",
+    "decide", "event_name", "forbidden", "ok_if_missing",
 ]

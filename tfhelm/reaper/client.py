@@ -10,7 +10,7 @@ from datetime import datetime, timezone
 from typing import Iterator, Protocol
 
 from tfhelm.errors import Forbidden, ReleaseError, user_facing
-from tfhelm.kube import CLUSTER_LABEL, Gone, Watches
+from tfhelm.kube import CLUSTER_LABEL, ROLE_LABEL, Gone, Watches
 from tfhelm.reaper.rules import EVENT_SOURCE, event_name
 from tfhelm.training import JobRow
 
@@ -88,7 +88,7 @@ class KubeReapClient:
         return self.helm.uninstall(release, namespace, wait=False)
 
     def delete_ps(self, namespace, cluster):
-        sel = f"{CLUSTER_LABEL}={cluster},tfhelm.io/role=ps"
+        sel = f"{CLUSTER_LABEL}={cluster},{ROLE_LABEL}=ps"
         deleted = []
         for kind, lister, deleter in (
                 ("Deployment", self.kube.apps.list_namespaced_deployment,

@@ -15,7 +15,7 @@ from typing import Callable
 
 from tfhelm import spec, training
 from tfhelm.errors import SpecError, TfhelmError, user_facing
-from tfhelm.kube import CLUSTER_LABEL
+from tfhelm.kube import CLUSTER_LABEL, ROLE_LABEL
 from tfhelm.reaper.client import ReapClient, forbidden
 from tfhelm.reaper import feed
 from tfhelm.reaper.feed import WATCH_SECONDS, Changed, Fatal, Listed, Note, WatchFailed
@@ -77,7 +77,7 @@ class Reaper:
         self.backoff = backoff
         self.selector = f"{CLUSTER_LABEL}={cluster}" if cluster else CLUSTER_LABEL
         roles = {"chief": "chief", "auto": "chief,worker"}.get(self.config.completion, "worker")
-        self.pod_selector = f"{self.selector},tfhelm.io/role in ({roles})"  # the decisive role's
+        self.pod_selector = f"{self.selector},{ROLE_LABEL} in ({roles})"  # the decisive role's
         self._jobs: dict[str, JobRow] = {}  # by uid
         self._pods = training.SucceededTasks()
         self._runs: dict[tuple, _Running] = {}

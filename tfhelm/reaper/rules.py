@@ -10,7 +10,6 @@ from tfhelm import contract, training
 from tfhelm.chart import default_values
 from tfhelm.errors import SpecError
 from tfhelm.training import COMPLETIONS, JobRow
-from tfhelm.values import ClusterValues
 
 POLICIES = tuple(contract.contract()["reaper"]["onFailure"])
 # The chart's `reaper:` values are the defaults of the in-cluster reaper and of `tfhelm reap`.
@@ -52,11 +51,6 @@ class ReapConfig:
         return cls(grace=section.get("grace", DEFAULT_GRACE),
                    completion=section.get("completion", DEFAULTS["completion"]),
                    on_failure=section.get("onFailure", DEFAULTS["onFailure"])).validate()
-
-
-def config_from_values(values: dict) -> ReapConfig:
-    """The `reaper:` section of a cluster's chart values (defaults from the chart)."""
-    return ClusterValues.from_release(values).reaper
 
 
 @dataclass(frozen=True)

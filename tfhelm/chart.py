@@ -56,12 +56,16 @@ def default_values(chart: str = "tf-cluster") -> dict:
     return copy.deepcopy(_defaults(chart))
 
 
-def deep_merge(base: dict, override: dict) -> dict:
-    """Helm's coalescing of values: maps merge recursively, anything else replaces."""
-    out = dict(base)
+def deep_merge(base: dict, override: dict, *, over_defaults: bool = False) -> dict:
+    """Helm's merge of values: maps merge recursively, anything else replaces (a user's -f
+    files and --set). `over_defaults`: the user's values over the chart's, as the templates
+    see them; a null then removes the key, and the chart's own nulls go."""
+    out = {k: v for k, v in base.items() if not (over_defaults and v is None)}
     for key, value in override.items():
-        if isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = deep_merge(out[key], value)
+        if value is None and over_defaults:
+            out.pop(key, None)
+        elif isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = deep_merge(out[key], value, over_defaults=over_defaults)
         else:
             out[key] = value
     return out

@@ -353,7 +353,8 @@ class Kube:
         deletes it with its owner."""
         base = f"/api/v1/namespaces/{namespace}/configmaps"
         uid = self.get_json(f"{base}/{owner}")["metadata"]["uid"]
-        patch = {"metadata": {"ownerReferences": [{"apiVersion": "v1", "kind": "ConfigMap", "name": owner, "uid": uid}]}}
+        owners = [{"apiVersion": "v1", "kind": "ConfigMap", "name": owner, "uid": uid}]
+        patch = {"metadata": {"ownerReferences": owners}}
         self.request_json("PATCH", f"{base}/{name}", patch, content_type="application/merge-patch+json")
 
     def configmap_names(self, namespace: str, selector: str) -> set[str]:
@@ -445,6 +446,17 @@ class Kube:
         """Pods turning Succeeded (ADDED: they enter the field selector) as metadata (JSON)."""
         return self.watch_json(watches, f"/api/v1/namespaces/{namespace}/pods", resource_version, timeout,
                                METADATA_WATCH, labelSelector=selector, fieldSelector=SUCCEEDED)
+
+    def pod_log(self, namespace: str, pod: str, container: str, tail: int | None = None) -> str:
+        return self._log(namespace, pod, container, tail).read().decode(errors="replace")
+
+    def follow_pod_log(self, namespace: str, pod: str, container: str, tail: int | None = None) -> Iterator[bytes]:
+        """A container's log as it is written, in chunks, until the container ends."""
+        return self._log(namespace, pod, container, tail, follow="true").response.stream(4096)
+
+    def _log(self, namespace: str, pod: str, container: str, tail: int | None, **query):
+        return self._request("GET", f"/api/v1/namespaces/{namespace}/pods/{pod}/log", accept="*/*",
+                             container=container, tailLines=None if tail is None else str(tail), **query)
 
     def listed(self, path: str, **query) -> list[JsonObject]:
         """A list of a few objects (a cluster's Jobs, Deployments, Events) as JsonObjects."""

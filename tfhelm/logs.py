@@ -76,8 +76,7 @@ def show(kube: Kube, namespace: str, name: str, write: Write, note: Write,
             note(f"{prefix(r.task)}no log yet: pod {r.pod} is {r.phase}")
         for container in containers:
             try:
-                text = kube.core.read_namespaced_pod_log(r.pod, namespace, container=container,
-                                                         tail_lines=tail)
+                text = kube.pod_log(namespace, r.pod, container, tail)
             except (ApiException, HTTPError, OSError) as e:
                 note(f"{prefix(label(r.task, container))}cannot read the log of pod {r.pod}: {_reason(e)}")
                 continue
@@ -119,10 +118,8 @@ def _stream(kube: Kube, namespace: str, row: status.TaskRow, container: str, wid
             write: Write, note: Write, tail: int | None) -> None:
     head = prefix(label(row.task, container)).ljust(width)
     try:
-        resp = kube.core.read_namespaced_pod_log(row.pod, namespace, container=container, follow=True,
-                                                 tail_lines=tail, _preload_content=False)
         buf = b""
-        for chunk in resp.stream(4096):
+        for chunk in kube.follow_pod_log(namespace, row.pod, container, tail):
             buf += chunk
             *lines, buf = buf.split(b"\n")
             for line in lines:

@@ -196,20 +196,6 @@ def _text(path: Path) -> str:
                         "save it as UTF-8, or move it out of the script's directory") from e
 
 
-def coalesce(defaults: dict, user: dict) -> dict:
-    """The values templates see, by Helm's rules: maps merge, a user's null removes the
-    chart's key, anything else the user gives replaces the default."""
-    out = {k: v for k, v in defaults.items() if v is not None}
-    for key, value in user.items():
-        if value is None:
-            out.pop(key, None)
-        elif isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = coalesce(out[key], value)
-        else:
-            out[key] = value
-    return out
-
-
 @dataclass(frozen=True)
 class ClusterValues:
     """A tf-cluster release's values, normalized once: what the user gave (what Helm gets)
@@ -223,7 +209,7 @@ class ClusterValues:
     @classmethod
     def from_release(cls, user_values: dict) -> ClusterValues:
         """From the user's values (a release's, or computed): one merge with the defaults."""
-        effective = coalesce(default_values(), user_values)
+        effective = deep_merge(default_values(), user_values, over_defaults=True)
         shape = Shape(workers=_setting(effective, "worker.replicas", int),
                       ps=_setting(effective, "ps.replicas", int),
                       chief=_setting(effective, "chief.enabled", bool),

@@ -29,9 +29,10 @@ What each row means:
     complete" also needs every TF_CONFIG host to resolve, asked of the real nodes' CoreDNS
     (bench/peerlib.py: names as a pod's resolver reaches them);
   * training done seen: the first sign a side knows that every worker is done: its
-    condition (tfhelm's worker Job Complete, the TFJob's Succeeded) or its controller
-    deleting the PS (tfhelm's reaper decides from the pods, before the Job's condition);
-    the condition alone is a row of its own;
+    condition (tfhelm's worker Job Complete, the TFJob's Succeeded), its controller's record
+    of it (tfhelm's reaper decides from the pods, before the Job's condition, and records a
+    TFClusterReaping Event) or its controller deleting the PS; the condition alone is a row
+    of its own;
   * PS gone: the PS pods deleted; tfhelm's in-cluster reaper runs with grace 0 (its default is
     30 s), the TFJob has cleanPodPolicy Running (its default None never removes them);
   * requests by client: the API server's dispatched requests per FlowSchema, one FlowSchema
@@ -75,6 +76,7 @@ from scale import REPO, log, run  # noqa: E402
 from tfhelm_dev import localnode  # noqa: E402
 
 NAME = "peer"
+REAPING = "TFClusterReaping"  # tfhelm.reaper.REASON_REAPING: the reaper saw training done
 SCRIPT = REPO / "examples" / "ps_between_graph.py"
 SMALL = ["--set", "storage.data.size=64Mi", "--set", "storage.logs.size=64Mi"]
 REAL = {"workers": 4, "ps": 1}
@@ -337,6 +339,12 @@ class Recorder:
                                      if c["type"] == "Failed"), None)
             self._evaluate()
 
+    def on_reaping(self, typ: str, event: dict) -> None:
+        """The reaper's TFClusterReaping Event: it saw training done (with grace 0 it says so
+        beside its deletes, which reach the PS pods through the garbage collector)."""
+        with self.lock:
+            self.mark("reaping_event")
+
     def _evaluate(self) -> None:
         live = [p for p in self.pods.values() if not p["gone"]]
         running = {p["task"] for p in live if p["phase"] == "Running" and not p["deleting"]}
@@ -530,6 +538,8 @@ def one_run(env: Env, who: str, *, real: bool, workers: int, ps: int, steps: int
     watch(lambda **kw: core.list_namespaced_pod(ns, **kw), rec.on_pod, stop)
     if who == "tfhelm":
         watch(lambda **kw: batch.list_namespaced_job(ns, **kw), rec.on_job, stop)
+        watch(lambda **kw: core.list_namespaced_event(ns, field_selector=f"reason={REAPING}", **kw),
+              rec.on_reaping, stop)
     else:
         watch(lambda **kw: custom.list_namespaced_custom_object("kubeflow.org", "v1", ns, "tfjobs", **kw),
               rec.on_job, stop)
@@ -587,8 +597,8 @@ def one_run(env: Env, who: str, *, real: bool, workers: int, ps: int, steps: int
         row["succeeded"] = "done_seen" in m and "failed" not in m
         row["workers_done_s"] = m.get("workers_done")
         # Done seen: the first sign the side knows, its condition (Job Complete, TFJob
-        # Succeeded) or its controller deleting the PS (tfhelm's reaper decides from the pods).
-        seen = min((m[k] for k in ("done_seen", "ps_deleting") if k in m), default=None)
+        # Succeeded), its reaper's Event or its controller deleting the PS.
+        seen = min((m[k] for k in ("done_seen", "ps_deleting", "reaping_event") if k in m), default=None)
         if "workers_done" in m and seen is not None:
             row["done_seen_after_s"] = seen - m["workers_done"]
         if "workers_done" in m and "done_seen" in m:

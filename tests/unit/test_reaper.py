@@ -347,6 +347,17 @@ def test_reaps_when_the_watch_reports_completion():
     assert fc.reasons() == ["TFClusterReaped", "TFClusterReaping"]
 
 
+def test_without_grace_training_done_is_announced_beside_the_deletes():
+    """Grace 0: the TFClusterReaping Event (training done) does not wait for the deletes and
+    Helm; the reap's own Event follows them."""
+    fc = FakeClient(job(rv="1"))
+    t, box = run_in_thread(reaper.Reaper(fc, "ns", "c", ReapConfig(grace=0), **fast()))
+    fc.push("MODIFIED", job(state="Complete", succeeded=2))
+    assert finish(t, box).action == REAP
+    assert fc.reasons() == ["TFClusterReaped", "TFClusterReaping"]
+    assert fc.calls.index(("event", "TFClusterReaped", "c-worker")) > fc.calls.index(("uninstall", "c-ps"))
+
+
 def test_restart_after_reap_is_a_quiet_no_op():
     done = job(state="Complete", succeeded=2, finished=T0)
     fc = FakeClient(done)

@@ -245,6 +245,8 @@ class Reaper:
             self._busy.add(cluster)
             self._retry_at.pop(cluster, None)
             self._say(d.message, cluster)
+            if d.action == REAP and not run.announced:  # no grace announced it: say it now,
+                self._pool.submit(self._announce, d)     # beside the deletes, not after them
             self._pool.submit(self._act, d)
 
     def _decide(self, cluster: str, jobs: list[JobRow], now: float) -> Decision:
@@ -286,6 +288,15 @@ class Reaper:
                     self._finish_reap(d, removed)
         except Exception as e:  # noqa: BLE001 - reported and retried by the main loop
             self._events.put(ActionDone(d, error=e))
+
+    def _announce(self, d: Decision) -> None:
+        """The TFClusterReaping Event of a reap with no grace left: training is done, seen
+        the moment the decisive pod succeeded; the reap's own Event follows its deletes."""
+        try:
+            self.client.emit(self.namespace, d.job, REASON_REAPING, d.message, False)
+        except Exception as e:  # noqa: BLE001 - the reap goes on; its own Event reports errors
+            self._events.put(Note(f"{d.cluster}: cannot record the {REASON_REAPING} "
+                                  f"Event: {type(e).__name__}: {e}".splitlines()[0]))
 
     def _stop_ps(self, d: Decision) -> list[str]:
         """The PS objects, directly: a few API calls, so the PS stop at once however long

@@ -1,13 +1,14 @@
 import base64
 from decimal import Decimal
-from types import SimpleNamespace
 
 import pytest
-from kubernetes.client.rest import ApiException
 
 from tfhelm import userenv, users
-from tfhelm.errors import SpecError, TfhelmError
+from tfhelm.errors import AdmissionRefused, ClusterUnreachable, Forbidden, SpecError, TfhelmError
+from tfhelm.kube import CLUSTER_LABEL, Kube
 from tfhelm.users import UserOptions, cluster_values_for_user, compute_user_values
+
+from .fake_apiserver import FakeApiServer, served
 
 
 def test_namespace_and_names():
@@ -96,48 +97,29 @@ def test_bad_code_volume_paths(script):
     assert exc.value.field == "--script"
 
 
-# --- userenv.add/remove against fakes: what reaches Helm and the API ---------------------
+# --- userenv against the real Kube on an API server in memory ----------------------------
 
-def _missing(*_a, **_k):
-    raise ApiException(status=404, reason="Not Found")
+class WorkspaceKube(Kube):
+    """The real Kube on a FakeApiServer; what goes through discovery and server-side apply
+    (the dynamic client) is answered here: the cluster serves the policy and enforces it."""
 
+    def __init__(self, server: FakeApiServer):
+        super().__init__(api=server)
+        self.server, self.applied = server, []
 
-class FakeCore:
-    def __init__(self, namespaces=None):
-        self.namespaces = dict(namespaces or {})
-        self.secrets: dict[tuple[str, str], object] = {}
-        self.calls: list[str] = []
+    def ping(self):
+        return "v1.36.3"
 
-    def read_namespace(self, name):
-        return self.namespaces.get(name) or _missing()
+    def serves(self, obj):
+        return True
 
-    def create_namespace(self, body):
-        self.calls.append(f"create namespace {body.metadata.name}")
-        self.namespaces[body.metadata.name] = SimpleNamespace(metadata=body.metadata, status=None)
+    def apply(self, obj, namespace=None):
+        self.applied.append(obj)
 
-    def patch_namespace(self, name, body):
-        self.namespaces[name].metadata.labels.update(body["metadata"]["labels"])
-
-    def delete_namespace(self, name):
-        self.calls.append(f"delete namespace {name}")
-        return self.namespaces.pop(name, None) or _missing()
-
-    def read_namespaced_secret(self, name, ns):
-        return self.secrets.get((ns, name)) or _missing()
-
-    def create_namespaced_secret(self, ns, body):
-        self.secrets[(ns, body.metadata.name)] = SimpleNamespace(data={
-            k: base64.b64encode(v.encode()).decode() for k, v in body.string_data.items()})
-
-    def delete_namespaced_secret(self, name, ns):
-        return self.secrets.pop((ns, name), None) or _missing()
-
-    def create_namespaced_service(self, ns, body, dry_run=None):
-        # What the API server answers once the service policy is enforced in `ns`.
-        assert dry_run == "All"
-        err = ApiException(status=403, reason="Forbidden")
-        err.body = f"ValidatingAdmissionPolicy '{userenv.POLICY}' denied request"
-        raise err
+    def dry_run_apply(self, namespace, objects):
+        [probe] = objects
+        raise AdmissionRefused(namespace, probe["kind"], probe["metadata"]["name"],
+                               f"ValidatingAdmissionPolicy '{userenv.POLICY}' with binding denied request")
 
 
 class FakeHelm:
@@ -156,48 +138,149 @@ class FakeHelm:
         return self.installed.pop((namespace, release), None) is not None
 
 
-def fake_kube(core, applied=None):
-    return SimpleNamespace(core=core, ping=lambda: "v1.36.3",
-                           server_side_apply=lambda obj: (applied if applied is not None else []).append(obj))
+NS = "/api/v1/namespaces/tfhelm-user-alice"
+TOKEN = f"{NS}/secrets/{users.token_secret()}"
+
+
+def token_of(server: FakeApiServer) -> str:
+    return base64.b64decode(server.objects[TOKEN]["data"]["token"]).decode()
 
 
 def test_add_makes_namespace_and_token_and_never_passes_the_token_to_helm():
-    core, helm, applied = FakeCore(), FakeHelm(), []
-    userenv.add(UserOptions("alice"), helm, fake_kube(core, applied))
+    kube, helm = WorkspaceKube(FakeApiServer()), FakeHelm()
+    userenv.add(UserOptions("alice"), helm, kube)
     # The cluster-wide fence on Services comes first: the policy and its binding.
-    assert [(o["kind"], o["metadata"]["name"]) for o in applied] == [
+    assert [(o["kind"], o["metadata"]["name"]) for o in kube.applied] == [
         ("ValidatingAdmissionPolicy", userenv.POLICY), ("ValidatingAdmissionPolicyBinding", userenv.POLICY)]
-    ns = "tfhelm-user-alice"
-    token = base64.b64decode(core.secrets[(ns, users.token_secret())].data["token"]).decode()
+    assert kube.server.objects[NS]["metadata"]["labels"] == users.namespace_labels("alice")
+    token = token_of(kube.server)
     assert len(token) >= 40
-    chart, values = helm.installed[(ns, users.RELEASE)]
+    chart, values = helm.installed[("tfhelm-user-alice", users.RELEASE)]
     assert chart == "user-env" and token not in repr(values)
-    userenv.add(UserOptions("alice", quota_cpu="2"), helm, fake_kube(core))  # again: upgrade
-    assert base64.b64decode(core.secrets[(ns, users.token_secret())].data["token"]).decode() == token
+    userenv.add(UserOptions("alice", quota_cpu="2"), helm, kube)  # again: upgrade
+    assert token_of(kube.server) == token
 
 
 def test_failed_first_install_leaves_no_namespace():
-    core = FakeCore()
+    kube = WorkspaceKube(FakeApiServer())
     with pytest.raises(TfhelmError):
-        userenv.add(UserOptions("alice"), FakeHelm(fail=True), fake_kube(core))
-    assert core.calls == ["create namespace tfhelm-user-alice", "delete namespace tfhelm-user-alice"]
+        userenv.add(UserOptions("alice"), FakeHelm(fail=True), kube)
+    assert [c for c in kube.server.calls if c.startswith(("POST", "DELETE"))] == [
+        "POST /api/v1/namespaces", f"POST {NS}/secrets", f"DELETE {NS}"]
+    assert not kube.server.objects
+
+
+def test_a_failed_upgrade_deletes_only_the_token_it_made():
+    kube = WorkspaceKube(FakeApiServer())
+    kube.server.put(NS, {"metadata": {"name": "tfhelm-user-alice", "labels": users.namespace_labels("alice")}})
+    with pytest.raises(TfhelmError):
+        userenv.add(UserOptions("alice"), FakeHelm(fail=True), kube)
+    assert list(kube.server.objects) == [NS]
 
 
 def test_add_refuses_a_namespace_that_is_not_the_users():
-    foreign = SimpleNamespace(metadata=SimpleNamespace(labels={"team": "x"}), status=None)
-    core = FakeCore({"tfhelm-user-alice": foreign})
+    kube = WorkspaceKube(FakeApiServer())
+    kube.server.put(NS, {"metadata": {"name": "tfhelm-user-alice", "labels": {"team": "x"}}})
     with pytest.raises(TfhelmError, match="not the workspace of user alice"):
-        userenv.add(UserOptions("alice"), FakeHelm(), fake_kube(core))
+        userenv.add(UserOptions("alice"), FakeHelm(), kube)
+
+
+def test_a_refused_request_names_the_object_and_a_forbidden_one_is_exit_3():
+    kube = WorkspaceKube(FakeApiServer())
+    kube.server.refuse[f"GET {NS}"] = (403, 'namespaces "tfhelm-user-alice" is forbidden: User "bob" cannot get')
+    with pytest.raises(Forbidden, match="Namespace tfhelm-user-alice: forbidden"):
+        userenv.add(UserOptions("alice"), FakeHelm(), kube)
+    kube.server.refuse[f"GET {NS}"] = (500, "etcd is gone")
+    with pytest.raises(TfhelmError, match=r"Namespace tfhelm-user-alice: the API server refused \(500\): etcd"):
+        userenv.require_workspace("alice", kube)
+    kube.server.down = True
+    with pytest.raises(ClusterUnreachable):
+        userenv.require_workspace("alice", kube)
 
 
 def test_remove_keeps_the_namespace_unless_purge():
-    core, helm = FakeCore(), FakeHelm()
-    userenv.add(UserOptions("alice"), helm, fake_kube(core))
-    assert userenv.remove("alice", helm, fake_kube(core))
-    assert "tfhelm-user-alice" in core.namespaces and not core.secrets and not helm.installed
-    assert userenv.remove("alice", helm, fake_kube(core), purge=True)
-    assert "tfhelm-user-alice" not in core.namespaces
-    assert not userenv.remove("alice", helm, fake_kube(core))
+    kube, helm = WorkspaceKube(FakeApiServer()), FakeHelm()
+    userenv.add(UserOptions("alice"), helm, kube)
+    notes = []
+    assert userenv.remove("alice", helm, kube, notify=notes.append)
+    assert list(kube.server.objects) == [NS] and not helm.installed
+    assert notes == [f"uninstalled release tfhelm-user-alice/{users.RELEASE}",
+                     f"deleted the login token Secret tfhelm-user-alice/{users.token_secret()}"]
+    assert userenv.remove("alice", helm, kube, purge=True)
+    assert not kube.server.objects
+    assert not userenv.remove("alice", helm, kube)
+
+
+def deployment(ns: str, component: str, want: int, available: int, pod_labels: dict) -> tuple[str, dict]:
+    name = users.component_name(component)
+    return f"/apis/apps/v1/namespaces/{ns}/deployments/{name}", {
+        "metadata": {"name": name, "labels": {"app.kubernetes.io/instance": users.RELEASE,
+                                              "app.kubernetes.io/component": component}},
+        "spec": {"replicas": want, "selector": {"matchLabels": pod_labels},
+                 "template": {"spec": {"containers": [{"name": component}]}}},
+        "status": {"availableReplicas": available, "readyReplicas": available}}
+
+
+def pod(ns: str, name: str, labels: dict, phase: str, node: str | None = None, waiting: str | None = None):
+    statuses = [{"name": "c", "state": {"waiting": {"reason": waiting}}}] if waiting else []
+    return f"/api/v1/namespaces/{ns}/pods/{name}", {
+        "metadata": {"name": name, "labels": labels}, "spec": {"nodeName": node} if node else {},
+        "status": {"phase": phase, "containerStatuses": statuses}}
+
+
+def test_what_is_not_ready_and_what_still_runs():
+    server, ns = FakeApiServer(), "tfhelm-user-alice"
+    for path, obj in (deployment(ns, "notebook", 1, 0, {"c": "nb"}), deployment(ns, "files", 1, 1, {"c": "f"}),
+                      deployment(ns, "tensorboard", 1, 0, {"c": "tb"}),
+                      pod(ns, "nb-1", {"c": "nb"}, "Pending", "node-1", waiting="ImagePullBackOff"),
+                      pod(ns, "tb-1", {"c": "tb"}, "Pending"),
+                      pod(ns, "w-0", {CLUSTER_LABEL: "mnist"}, "Running", "node-1"),
+                      pod(ns, "done", {CLUSTER_LABEL: "old"}, "Succeeded", "node-1"),
+                      pod(ns, "mine", {}, "Running", "node-1")):
+        server.put(path, obj)
+    kube = served(server)
+    assert userenv.not_ready("alice", kube) == {"notebook": "ImagePullBackOff", "tensorboard": "not scheduled yet"}
+    assert userenv.still_running("alice", kube) == ["TF cluster mnist", "3 other pod(s)"]  # the workspace's too
+
+
+def test_list_users_gives_each_workspaces_state():
+    server = FakeApiServer()
+    for user, terminating in (("alice", False), ("bob", False), ("carol", True)):
+        server.put(f"/api/v1/namespaces/tfhelm-user-{user}", {
+            "metadata": {"name": f"tfhelm-user-{user}", "labels": users.namespace_labels(user)},
+            "status": {"phase": "Terminating" if terminating else "Active"}})
+    server.put("/api/v1/namespaces/default", {"metadata": {"name": "default"}})
+    server.put(*deployment("tfhelm-user-alice", "notebook", 1, 1, {}))
+    server.put(*deployment("tfhelm-user-alice", "files", 1, 0, {}))
+    assert [(r.user, r.namespace, r.state) for r in userenv.list_users(served(server))] == [
+        ("alice", "tfhelm-user-alice", "starting (1/2 ready)"), ("bob", "tfhelm-user-bob", "removed (volumes kept)"),
+        ("carol", "tfhelm-user-carol", "being deleted")]
+
+
+def test_urls_give_the_token_and_the_node_port_on_the_pods_node():
+    server, ns = FakeApiServer(), "tfhelm-user-alice"
+    kube = served(server)
+    with pytest.raises(SpecError, match="no login token"):
+        userenv.urls("alice", kube)
+    server.put(TOKEN, {"metadata": {"name": users.token_secret()}, "stringData": {"token": "s3cret"}})
+    notebook = users.component_name("notebook")
+    server.put(f"/api/v1/namespaces/{ns}/services/{notebook}", {
+        "metadata": {"name": notebook}, "spec": {"type": "NodePort", "selector": {"c": "nb"},
+                                                 "ports": [{"port": 8888, "nodePort": 30088}]}})
+    server.put(*pod(ns, "nb-1", {"c": "nb"}, "Running", "node-1"))
+    server.put("/api/v1/nodes/node-1", {"metadata": {"name": "node-1"}, "status": {"addresses": [
+        {"type": "Hostname", "address": "node-1"}, {"type": "InternalIP", "address": "10.0.0.7"}]}})
+    tensorboard = users.component_name("tensorboard")
+    server.put(f"/apis/networking.k8s.io/v1/namespaces/{ns}/ingresses/{tensorboard}", {
+        "metadata": {"name": tensorboard},
+        "spec": {"rules": [{"host": "tb.example"}], "tls": [{"hosts": ["tb.example"]}]}})
+    server.put(*deployment(ns, "tensorboard", 1, 1, {}))
+    server.objects[f"/apis/apps/v1/namespaces/{ns}/deployments/{tensorboard}"]["spec"]["template"]["spec"][
+        "containers"].append({"name": "auth"})
+    u = userenv.urls("alice", kube)
+    assert u.notebook == "http://10.0.0.7:30088/?token=s3cret"
+    assert u.tensorboard == "https://tb.example/?token=s3cret"  # behind its login proxy
+    assert u.files is None
 
 
 def test_a_wheel_directory_on_the_users_code_volume_is_their_file_servers_url():

@@ -3,32 +3,32 @@ from decimal import Decimal
 
 import pytest
 
-from tfhelm import userenv, users
 from tfhelm.errors import AdmissionRefused, ClusterUnreachable, Forbidden, SpecError, TfhelmError
 from tfhelm.kube import CLUSTER_LABEL, Kube
-from tfhelm.users import UserOptions, cluster_values_for_user, compute_user_values
+from tfhelm.workspace import actions, rules
+from tfhelm.workspace.rules import UserOptions, cluster_values_for_user, compute_user_values
 
 from .fake_apiserver import FakeApiServer, served
 
 
 def test_namespace_and_names():
-    assert users.user_namespace("alice") == "tfhelm-user-alice"
-    assert users.files_url("alice") == "http://user-env-files.tfhelm-user-alice.svc:8080/"
-    assert users.claim_name("logs") == "user-env-logs" and users.token_secret() == "user-env-notebook-token"
-    assert len(users.user_namespace("a" * users.MAX_USER)) == 63
+    assert rules.user_namespace("alice") == "tfhelm-user-alice"
+    assert rules.files_url("alice") == "http://user-env-files.tfhelm-user-alice.svc:8080/"
+    assert rules.claim_name("logs") == "user-env-logs" and rules.token_secret() == "user-env-notebook-token"
+    assert len(rules.user_namespace("a" * rules.MAX_USER)) == 63
 
 
 def test_namespace_enforces_restricted_and_names_the_user():
-    labels = users.namespace_labels("alice")
+    labels = rules.namespace_labels("alice")
     assert labels["pod-security.kubernetes.io/enforce"] == "restricted"
     assert labels["pod-security.kubernetes.io/warn"] == labels["pod-security.kubernetes.io/audit"] == "restricted"
-    assert labels[users.USER_LABEL] == "alice"
+    assert labels[rules.USER_LABEL] == "alice"
 
 
-@pytest.mark.parametrize("name", ["Alice", "1bob", "a_b", "-a", "a-", "", "a" * (users.MAX_USER + 1)])
+@pytest.mark.parametrize("name", ["Alice", "1bob", "a_b", "-a", "a-", "", "a" * (rules.MAX_USER + 1)])
 def test_bad_user_names(name):
     with pytest.raises(SpecError) as exc:
-        users.user_namespace(name)
+        rules.user_namespace(name)
     assert exc.value.field == "NAME"
 
 
@@ -60,8 +60,8 @@ def test_bad_options_name_the_field(opts, field):
 
 def test_the_workspace_requests_are_summed_from_the_chart():
     # notebook, TensorBoard, its login proxy, the file server
-    assert users.workspace_requests("cpu") == Decimal("0.36")
-    assert users.workspace_requests("memory") == (1024 + 512 + 32 + 64) * 2**20
+    assert rules.workspace_requests("cpu") == Decimal("0.36")
+    assert rules.workspace_requests("memory") == (1024 + 512 + 32 + 64) * 2**20
     with pytest.raises(SpecError, match=r"300m is less than the workspace itself requests \(0.36\)"):
         compute_user_values(UserOptions("a", quota_cpu="300m"))
     with pytest.raises(SpecError, match=r"requests \(1632Mi\)"):
@@ -97,7 +97,7 @@ def test_bad_code_volume_paths(script):
     assert exc.value.field == "--script"
 
 
-# --- userenv against the real Kube on an API server in memory ----------------------------
+# --- actions against the real Kube on an API server in memory ----------------------------
 
 class WorkspaceKube(Kube):
     """The real Kube on a FakeApiServer; what goes through discovery and server-side apply
@@ -119,7 +119,7 @@ class WorkspaceKube(Kube):
     def dry_run_apply(self, namespace, objects):
         [probe] = objects
         raise AdmissionRefused(namespace, probe["kind"], probe["metadata"]["name"],
-                               f"ValidatingAdmissionPolicy '{userenv.POLICY}' with binding denied request")
+                               f"ValidatingAdmissionPolicy '{actions.POLICY}' with binding denied request")
 
 
 class FakeHelm:
@@ -139,7 +139,7 @@ class FakeHelm:
 
 
 NS = "/api/v1/namespaces/tfhelm-user-alice"
-TOKEN = f"{NS}/secrets/{users.token_secret()}"
+TOKEN = f"{NS}/secrets/{rules.token_secret()}"
 
 
 def token_of(server: FakeApiServer) -> str:
@@ -148,23 +148,23 @@ def token_of(server: FakeApiServer) -> str:
 
 def test_add_makes_namespace_and_token_and_never_passes_the_token_to_helm():
     kube, helm = WorkspaceKube(FakeApiServer()), FakeHelm()
-    userenv.add(UserOptions("alice"), helm, kube)
+    actions.add(UserOptions("alice"), helm, kube)
     # The cluster-wide fence on Services comes first: the policy and its binding.
     assert [(o["kind"], o["metadata"]["name"]) for o in kube.applied] == [
-        ("ValidatingAdmissionPolicy", userenv.POLICY), ("ValidatingAdmissionPolicyBinding", userenv.POLICY)]
-    assert kube.server.objects[NS]["metadata"]["labels"] == users.namespace_labels("alice")
+        ("ValidatingAdmissionPolicy", actions.POLICY), ("ValidatingAdmissionPolicyBinding", actions.POLICY)]
+    assert kube.server.objects[NS]["metadata"]["labels"] == rules.namespace_labels("alice")
     token = token_of(kube.server)
     assert len(token) >= 40
-    chart, values = helm.installed[("tfhelm-user-alice", users.RELEASE)]
+    chart, values = helm.installed[("tfhelm-user-alice", rules.RELEASE)]
     assert chart == "user-env" and token not in repr(values)
-    userenv.add(UserOptions("alice", quota_cpu="2"), helm, kube)  # again: upgrade
+    actions.add(UserOptions("alice", quota_cpu="2"), helm, kube)  # again: upgrade
     assert token_of(kube.server) == token
 
 
 def test_failed_first_install_leaves_no_namespace():
     kube = WorkspaceKube(FakeApiServer())
     with pytest.raises(TfhelmError):
-        userenv.add(UserOptions("alice"), FakeHelm(fail=True), kube)
+        actions.add(UserOptions("alice"), FakeHelm(fail=True), kube)
     assert [c for c in kube.server.calls if c.startswith(("POST", "DELETE"))] == [
         "POST /api/v1/namespaces", f"POST {NS}/secrets", f"DELETE {NS}"]
     assert not kube.server.objects
@@ -172,9 +172,9 @@ def test_failed_first_install_leaves_no_namespace():
 
 def test_a_failed_upgrade_deletes_only_the_token_it_made():
     kube = WorkspaceKube(FakeApiServer())
-    kube.server.put(NS, {"metadata": {"name": "tfhelm-user-alice", "labels": users.namespace_labels("alice")}})
+    kube.server.put(NS, {"metadata": {"name": "tfhelm-user-alice", "labels": rules.namespace_labels("alice")}})
     with pytest.raises(TfhelmError):
-        userenv.add(UserOptions("alice"), FakeHelm(fail=True), kube)
+        actions.add(UserOptions("alice"), FakeHelm(fail=True), kube)
     assert list(kube.server.objects) == [NS]
 
 
@@ -182,39 +182,39 @@ def test_add_refuses_a_namespace_that_is_not_the_users():
     kube = WorkspaceKube(FakeApiServer())
     kube.server.put(NS, {"metadata": {"name": "tfhelm-user-alice", "labels": {"team": "x"}}})
     with pytest.raises(TfhelmError, match="not the workspace of user alice"):
-        userenv.add(UserOptions("alice"), FakeHelm(), kube)
+        actions.add(UserOptions("alice"), FakeHelm(), kube)
 
 
 def test_a_refused_request_names_the_object_and_a_forbidden_one_is_exit_3():
     kube = WorkspaceKube(FakeApiServer())
     kube.server.refuse[f"GET {NS}"] = (403, 'namespaces "tfhelm-user-alice" is forbidden: User "bob" cannot get')
     with pytest.raises(Forbidden, match="Namespace tfhelm-user-alice: forbidden"):
-        userenv.add(UserOptions("alice"), FakeHelm(), kube)
+        actions.add(UserOptions("alice"), FakeHelm(), kube)
     kube.server.refuse[f"GET {NS}"] = (500, "etcd is gone")
     with pytest.raises(TfhelmError, match=r"Namespace tfhelm-user-alice: the API server refused \(500\): etcd"):
-        userenv.require_workspace("alice", kube)
+        actions.require_workspace("alice", kube)
     kube.server.down = True
     with pytest.raises(ClusterUnreachable):
-        userenv.require_workspace("alice", kube)
+        actions.require_workspace("alice", kube)
 
 
 def test_remove_keeps_the_namespace_unless_purge():
     kube, helm = WorkspaceKube(FakeApiServer()), FakeHelm()
-    userenv.add(UserOptions("alice"), helm, kube)
+    actions.add(UserOptions("alice"), helm, kube)
     notes = []
-    assert userenv.remove("alice", helm, kube, notify=notes.append)
+    assert actions.remove("alice", helm, kube, notify=notes.append)
     assert list(kube.server.objects) == [NS] and not helm.installed
-    assert notes == [f"uninstalled release tfhelm-user-alice/{users.RELEASE}",
-                     f"deleted the login token Secret tfhelm-user-alice/{users.token_secret()}"]
-    assert userenv.remove("alice", helm, kube, purge=True)
+    assert notes == [f"uninstalled release tfhelm-user-alice/{rules.RELEASE}",
+                     f"deleted the login token Secret tfhelm-user-alice/{rules.token_secret()}"]
+    assert actions.remove("alice", helm, kube, purge=True)
     assert not kube.server.objects
-    assert not userenv.remove("alice", helm, kube)
+    assert not actions.remove("alice", helm, kube)
 
 
 def deployment(ns: str, component: str, want: int, available: int, pod_labels: dict) -> tuple[str, dict]:
-    name = users.component_name(component)
+    name = rules.component_name(component)
     return f"/apis/apps/v1/namespaces/{ns}/deployments/{name}", {
-        "metadata": {"name": name, "labels": {"app.kubernetes.io/instance": users.RELEASE,
+        "metadata": {"name": name, "labels": {"app.kubernetes.io/instance": rules.RELEASE,
                                               "app.kubernetes.io/component": component}},
         "spec": {"replicas": want, "selector": {"matchLabels": pod_labels},
                  "template": {"spec": {"containers": [{"name": component}]}}},
@@ -239,20 +239,20 @@ def test_what_is_not_ready_and_what_still_runs():
                       pod(ns, "mine", {}, "Running", "node-1")):
         server.put(path, obj)
     kube = served(server)
-    assert userenv.not_ready("alice", kube) == {"notebook": "ImagePullBackOff", "tensorboard": "not scheduled yet"}
-    assert userenv.still_running("alice", kube) == ["TF cluster mnist", "3 other pod(s)"]  # the workspace's too
+    assert actions.not_ready("alice", kube) == {"notebook": "ImagePullBackOff", "tensorboard": "not scheduled yet"}
+    assert actions.still_running("alice", kube) == ["TF cluster mnist", "3 other pod(s)"]  # the workspace's too
 
 
 def test_list_users_gives_each_workspaces_state():
     server = FakeApiServer()
     for user, terminating in (("alice", False), ("bob", False), ("carol", True)):
         server.put(f"/api/v1/namespaces/tfhelm-user-{user}", {
-            "metadata": {"name": f"tfhelm-user-{user}", "labels": users.namespace_labels(user)},
+            "metadata": {"name": f"tfhelm-user-{user}", "labels": rules.namespace_labels(user)},
             "status": {"phase": "Terminating" if terminating else "Active"}})
     server.put("/api/v1/namespaces/default", {"metadata": {"name": "default"}})
     server.put(*deployment("tfhelm-user-alice", "notebook", 1, 1, {}))
     server.put(*deployment("tfhelm-user-alice", "files", 1, 0, {}))
-    assert [(r.user, r.namespace, r.state) for r in userenv.list_users(served(server))] == [
+    assert [(r.user, r.namespace, r.state) for r in actions.list_users(served(server))] == [
         ("alice", "tfhelm-user-alice", "starting (1/2 ready)"), ("bob", "tfhelm-user-bob", "removed (volumes kept)"),
         ("carol", "tfhelm-user-carol", "being deleted")]
 
@@ -261,33 +261,33 @@ def test_urls_give_the_token_and_the_node_port_on_the_pods_node():
     server, ns = FakeApiServer(), "tfhelm-user-alice"
     kube = served(server)
     with pytest.raises(SpecError, match="no login token"):
-        userenv.urls("alice", kube)
-    server.put(TOKEN, {"metadata": {"name": users.token_secret()}, "stringData": {"token": "s3cret"}})
-    notebook = users.component_name("notebook")
+        actions.urls("alice", kube)
+    server.put(TOKEN, {"metadata": {"name": rules.token_secret()}, "stringData": {"token": "s3cret"}})
+    notebook = rules.component_name("notebook")
     server.put(f"/api/v1/namespaces/{ns}/services/{notebook}", {
         "metadata": {"name": notebook}, "spec": {"type": "NodePort", "selector": {"c": "nb"},
                                                  "ports": [{"port": 8888, "nodePort": 30088}]}})
     server.put(*pod(ns, "nb-1", {"c": "nb"}, "Running", "node-1"))
     server.put("/api/v1/nodes/node-1", {"metadata": {"name": "node-1"}, "status": {"addresses": [
         {"type": "Hostname", "address": "node-1"}, {"type": "InternalIP", "address": "10.0.0.7"}]}})
-    tensorboard = users.component_name("tensorboard")
+    tensorboard = rules.component_name("tensorboard")
     server.put(f"/apis/networking.k8s.io/v1/namespaces/{ns}/ingresses/{tensorboard}", {
         "metadata": {"name": tensorboard},
         "spec": {"rules": [{"host": "tb.example"}], "tls": [{"hosts": ["tb.example"]}]}})
     server.put(*deployment(ns, "tensorboard", 1, 1, {}))
     server.objects[f"/apis/apps/v1/namespaces/{ns}/deployments/{tensorboard}"]["spec"]["template"]["spec"][
         "containers"].append({"name": "auth"})
-    u = userenv.urls("alice", kube)
+    u = actions.urls("alice", kube)
     assert u.notebook == "http://10.0.0.7:30088/?token=s3cret"
     assert u.tensorboard == "https://tb.example/?token=s3cret"  # behind its login proxy
     assert u.files is None
 
 
 def test_a_wheel_directory_on_the_users_code_volume_is_their_file_servers_url():
-    assert users.files_dir_url("alice", "wheels", "--pip-find-links") == \
+    assert rules.files_dir_url("alice", "wheels", "--pip-find-links") == \
         "http://user-env-files.tfhelm-user-alice.svc:8080/wheels/"
-    assert users.files_dir_url("alice", "deps/wheels/", "--pip-find-links").endswith(":8080/deps/wheels/")
-    assert users.files_dir_url("alice", "/data/wheels", "--pip-find-links") == "/data/wheels"
-    assert users.files_dir_url("alice", "https://w.example/", "--pip-find-links") == "https://w.example/"
+    assert rules.files_dir_url("alice", "deps/wheels/", "--pip-find-links").endswith(":8080/deps/wheels/")
+    assert rules.files_dir_url("alice", "/data/wheels", "--pip-find-links") == "/data/wheels"
+    assert rules.files_dir_url("alice", "https://w.example/", "--pip-find-links") == "https://w.example/"
     with pytest.raises(SpecError, match="--pip-find-links: '../x' is not a path on the code volume"):
-        users.files_dir_url("alice", "../x", "--pip-find-links")
+        rules.files_dir_url("alice", "../x", "--pip-find-links")

@@ -13,29 +13,29 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
-from tfhelm import users
 from tfhelm.errors import AdmissionRefused, SpecError, TfhelmError
 from tfhelm.kube import CLUSTER_LABEL
+from tfhelm.workspace import rules
 
 if TYPE_CHECKING:
     from tfhelm.helm import Helm
     from tfhelm.kube import Kube
 
 Notify = Callable[[str], None]
-_OURS = f"{users.USER_LABEL},app.kubernetes.io/managed-by=tfhelm"
+_OURS = f"{rules.USER_LABEL},app.kubernetes.io/managed-by=tfhelm"
 
 
-def render(opts: users.UserOptions, helm: Helm) -> list[dict]:
+def render(opts: rules.UserOptions, helm: Helm) -> list[dict]:
     """The release's manifests, rendered by the real chart (schema and checks included)."""
-    values = users.compute_user_values(opts)
-    return helm.template(users.RELEASE, values, users.user_namespace(opts.name), chart=users.CHART)
+    values = rules.compute_user_values(opts)
+    return helm.template(rules.RELEASE, values, rules.user_namespace(opts.name), chart=rules.CHART)
 
 
-def add(opts: users.UserOptions, helm: Helm, kube: Kube, notify: Notify = lambda _: None) -> None:
+def add(opts: rules.UserOptions, helm: Helm, kube: Kube, notify: Notify = lambda _: None) -> None:
     """Create or update a user's workspace. A failed first install leaves nothing behind;
     an existing token is kept, so adding a user again only upgrades the release."""
-    values = users.compute_user_values(opts)
-    ns = users.user_namespace(opts.name)
+    values = rules.compute_user_values(opts)
+    ns = rules.user_namespace(opts.name)
     render(opts, helm)
     kube.ping()
     apply_service_policy(kube)
@@ -52,18 +52,18 @@ def add(opts: users.UserOptions, helm: Helm, kube: Kube, notify: Notify = lambda
            f"(ValidatingAdmissionPolicy {POLICY})")
     created_token = _ensure_token(kube, ns, opts.name)
     if created_token:
-        notify(f"created the notebook's login token in Secret {ns}/{users.token_secret()}")
+        notify(f"created the notebook's login token in Secret {ns}/{rules.token_secret()}")
     try:
-        notify(f"installing release {ns}/{users.RELEASE}")
+        notify(f"installing release {ns}/{rules.RELEASE}")
         # No wait here: a slow first pull of one image must not roll back the workspace
         # (wait_ready() reports what is still starting instead).
-        helm.install_or_upgrade(users.RELEASE, values, ns, chart=users.CHART, wait=False)
+        helm.install_or_upgrade(rules.RELEASE, values, ns, chart=rules.CHART, wait=False)
     except Exception:
         if created_ns:
             notify(f"deleting namespace {ns} again")
             kube.delete_namespace(ns)
         elif created_token:
-            kube.delete_secret(ns, users.token_secret())
+            kube.delete_secret(ns, rules.token_secret())
         raise
 
 
@@ -73,7 +73,7 @@ POLICY = "tfhelm-user-services"
 def apply_service_policy(kube: Kube) -> None:
     """The cluster-wide policy that fences every user namespace's Services (server-side
     apply: the same objects again change nothing)."""
-    for obj in users.service_policy():
+    for obj in rules.service_policy():
         if not kube.serves(obj):  # ValidatingAdmissionPolicy is GA since 1.30
             raise TfhelmError(f"this cluster does not serve {obj['kind']} ({obj['apiVersion']}): "
                               "Kubernetes 1.30 or later is needed to keep users from creating "
@@ -103,14 +103,14 @@ def wait_service_policy(kube: Kube, ns: str, timeout: float = 30) -> None:
 def require_workspace(user: str, kube: Kube) -> None:
     """`tfhelm up --user`: the user's namespace must be a workspace `tfhelm user add` made
     (Pod Security, quota, isolation); else a usage error, before anything is created."""
-    ns = users.user_namespace(user)
+    ns = rules.user_namespace(user)
     existing = kube.read_namespace(ns)
     if existing is None:
         raise SpecError("--user", f"user {user} has no workspace (no namespace {ns})",
                         f"a cluster admin creates it with `tfhelm user add {user}`")
     if _user_of(existing) != user:
         raise SpecError("--user", f"namespace {ns} is not the workspace of user {user} "
-                        f"(no label {users.USER_LABEL}={user})", "see `tfhelm user list`")
+                        f"(no label {rules.USER_LABEL}={user})", "see `tfhelm user list`")
     if _terminating(existing):
         raise SpecError("--user", f"the workspace of user {user} is being deleted")
 
@@ -118,8 +118,8 @@ def require_workspace(user: str, kube: Kube) -> None:
 def not_ready(user: str, kube: Kube) -> dict[str, str]:
     """The workspace's Deployments that are not available yet, each with the reason its
     pod gives (e.g. `ContainerCreating`, `ImagePullBackOff`)."""
-    ns = users.user_namespace(user)
-    selector = f"app.kubernetes.io/instance={users.RELEASE}"
+    ns = rules.user_namespace(user)
+    selector = f"app.kubernetes.io/instance={rules.RELEASE}"
     waiting: dict[str, str] = {}
     for d in kube.deployments(ns, selector):
         if not _short(d, "availableReplicas"):
@@ -164,7 +164,7 @@ def _short(deployment: dict, counted: str) -> bool:
 
 
 def _user_of(ns: dict) -> str | None:
-    return _labels(ns).get(users.USER_LABEL)
+    return _labels(ns).get(rules.USER_LABEL)
 
 
 def _terminating(ns: dict) -> bool:
@@ -177,8 +177,8 @@ def _gone(obj: dict) -> bool:
 
 def _ensure_namespace(kube: Kube, user: str) -> bool:
     """Create the namespace, or put its labels back; True when this call created it."""
-    ns = users.user_namespace(user)
-    labels = users.namespace_labels(user)
+    ns = rules.user_namespace(user)
+    labels = rules.namespace_labels(user)
     existing = kube.read_namespace(ns)
     if existing is None:
         if not kube.create_namespace(ns, labels):
@@ -186,7 +186,7 @@ def _ensure_namespace(kube: Kube, user: str) -> bool:
         return True
     if _user_of(existing) != user:
         raise TfhelmError(f"namespace {ns} exists but is not the workspace of user {user} "
-                          f"(no label {users.USER_LABEL}={user}); remove it or pick another name")
+                          f"(no label {rules.USER_LABEL}={user}); remove it or pick another name")
     if _terminating(existing):
         raise TfhelmError(f"namespace {ns} is still being deleted; try again once it is gone")
     kube.label_namespace(ns, labels)
@@ -195,13 +195,13 @@ def _ensure_namespace(kube: Kube, user: str) -> bool:
 
 def _ensure_token(kube: Kube, ns: str, user: str) -> bool:
     """Create the login token Secret unless it exists; True when this call created it."""
-    name = users.token_secret()
+    name = rules.token_secret()
     if kube.read_secret(ns, name) is not None:
         return False
     return kube.create_secret(ns, {
         "apiVersion": "v1", "kind": "Secret", "type": "Opaque",
-        "metadata": {"name": name, "labels": {users.USER_LABEL: user, **users.MANAGED_BY}},
-        "stringData": {users.TOKEN_KEY: secrets.token_urlsafe(32)}})
+        "metadata": {"name": name, "labels": {rules.USER_LABEL: user, **rules.MANAGED_BY}},
+        "stringData": {rules.TOKEN_KEY: secrets.token_urlsafe(32)}})
 
 
 def remove(user: str, helm: Helm, kube: Kube, purge: bool = False,
@@ -211,13 +211,13 @@ def remove(user: str, helm: Helm, kube: Kube, purge: bool = False,
     keeps them) stay unless `purge` (which deletes the namespace with everything in it, TF
     clusters too), so whatever still runs there stays isolated. False when the user has no
     workspace."""
-    ns = users.user_namespace(user)
+    ns = rules.user_namespace(user)
     existing = kube.read_namespace(ns)
     if existing is None or _user_of(existing) != user or _terminating(existing):
         return False
-    if helm.uninstall(users.RELEASE, ns):
-        notify(f"uninstalled release {ns}/{users.RELEASE}")
-    name = users.token_secret()
+    if helm.uninstall(rules.RELEASE, ns):
+        notify(f"uninstalled release {ns}/{rules.RELEASE}")
+    name = rules.token_secret()
     if kube.delete_secret(ns, name):
         notify(f"deleted the login token Secret {ns}/{name}")
     if purge:
@@ -228,7 +228,7 @@ def remove(user: str, helm: Helm, kube: Kube, purge: bool = False,
 
 def still_running(user: str, kube: Kube) -> list[str]:
     """What still runs in a user's namespace: TF clusters by name, other pods counted."""
-    ns = users.user_namespace(user)
+    ns = rules.user_namespace(user)
     live = [p for p in kube.pods(ns)
             if (p.get("status") or {}).get("phase") in ("Pending", "Running") and not _gone(p)]
     clusters = sorted({_labels(p).get(CLUSTER_LABEL) for p in live} - {None})
@@ -245,12 +245,12 @@ class Urls:
 
 def urls(user: str, kube: Kube) -> Urls:
     """Where the user's notebook (with its login token), TensorBoard and files answer."""
-    ns = users.user_namespace(user)
-    name = users.token_secret()
+    ns = rules.user_namespace(user)
+    name = rules.token_secret()
     data = (kube.read_secret(ns, name) or {}).get("data") or {}
-    if users.TOKEN_KEY not in data:
+    if rules.TOKEN_KEY not in data:
         raise SpecError("NAME", f"no login token in secret {ns}/{name}", f"add the user with `tfhelm user add {user}`")
-    token = base64.b64decode(data[users.TOKEN_KEY]).decode()
+    token = base64.b64decode(data[rules.TOKEN_KEY]).decode()
     notebook, tensorboard = _url(kube, ns, "notebook"), _url(kube, ns, "tensorboard")
     return Urls(notebook=notebook and f"{notebook}?token={token}",
                 tensorboard=tensorboard and (f"{tensorboard}?token={token}"
@@ -260,7 +260,7 @@ def urls(user: str, kube: Kube) -> Urls:
 
 def _behind_login(kube: Kube, ns: str) -> bool:
     """Does TensorBoard run behind its login proxy (`tensorboard.auth.enabled`)?"""
-    name = users.component_name("tensorboard")
+    name = rules.component_name("tensorboard")
     d = kube.read_deployment(ns, name)
     return bool(d) and any(c["name"] == "auth" for c in d["spec"]["template"]["spec"]["containers"])
 
@@ -268,7 +268,7 @@ def _behind_login(kube: Kube, ns: str) -> bool:
 def _url(kube: Kube, ns: str, component: str) -> str | None:
     """An Ingress host, else a load balancer, else the node port on the pod's node
     (externalTrafficPolicy: Local), else the in-cluster Service address."""
-    name = users.component_name(component)
+    name = rules.component_name(component)
     ingress = (kube.read_ingress(ns, name) or {}).get("spec") or {}
     host = ingress.get("rules") and ingress["rules"][0].get("host")
     if host:
@@ -316,7 +316,7 @@ def list_users(kube: Kube) -> list[UserRow]:
         if _terminating(ns):
             state = "being deleted"
         else:
-            deps = kube.deployments(name, f"app.kubernetes.io/instance={users.RELEASE}")
+            deps = kube.deployments(name, f"app.kubernetes.io/instance={rules.RELEASE}")
             ready = sum(not _short(d, "readyReplicas") for d in deps)
             state = ("removed (volumes kept)" if not deps else
                      "ready" if ready == len(deps) else f"starting ({ready}/{len(deps)} ready)")

@@ -309,7 +309,7 @@ def down(name: str, namespace: str, helm: Helm, kube: Kube, purge: bool = False,
 def kept_volumes(name: str, namespace: str, values: dict) -> list[str]:
     """What `down --purge` does not delete, and why: volumes the cluster mounts but did not
     make (`existingClaim`, e.g. a user's logs and data volumes, shared by all their runs)."""
-    from tfhelm import users
+    from tfhelm.workspace import rules
 
     storage = values.get("storage") or {}
     lines = []
@@ -322,7 +322,7 @@ def kept_volumes(name: str, namespace: str, values: dict) -> list[str]:
         if volume == "logs":
             line += (f"; the run's logs and checkpoints stay in its directory {name}/ there, and a "
                      f"new `tfhelm up --name {name}` resumes from them: delete the directory to start over")
-            if namespace.startswith(users.NAMESPACE_PREFIX) and claim == users.claim_name("logs"):
+            if namespace.startswith(rules.NAMESPACE_PREFIX) and claim == rules.claim_name("logs"):
                 line += f" (in the notebook: rm -r /log/{name})"
         lines.append(line)
     return lines

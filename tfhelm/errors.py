@@ -77,7 +77,7 @@ class AdmissionRefused(TfhelmError):
     """The API server refused an object (a server-side dry run): names it and why."""
 
     def __init__(self, namespace: str, kind: str, name: str, reason: str):
-        self.namespace, self.kind, self.name = namespace, kind, name
+        self.namespace, self.kind, self.name, self.reason = namespace, kind, name, reason
         super().__init__(one_line(f"the API server refuses {kind} {namespace}/{name}: {reason}"))
 
 

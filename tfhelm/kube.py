@@ -10,7 +10,7 @@ import time
 from dataclasses import dataclass
 from datetime import datetime
 from functools import cached_property
-from typing import Callable, Iterator
+from typing import Callable, Iterator, TypeVar
 
 from kubernetes import client, config
 from kubernetes.client.rest import ApiException
@@ -447,12 +447,18 @@ class Kube:
         return self.watch_json(watches, f"/api/v1/namespaces/{namespace}/pods", resource_version, timeout,
                                METADATA_WATCH, labelSelector=selector, fieldSelector=SUCCEEDED)
 
-    def pod_log(self, namespace: str, pod: str, container: str, tail: int | None = None) -> str:
-        return self._log(namespace, pod, container, tail).read().decode(errors="replace")
+    def pod_log(self, namespace: str, pod: str, container: str, tail: int | None = None) -> str | None:
+        """A container's log so far; None when the pod is gone."""
+        return self._answer(f"log of pod {namespace}/{pod}", lambda: self._log(
+            namespace, pod, container, tail).read().decode(errors="replace"))
 
-    def follow_pod_log(self, namespace: str, pod: str, container: str, tail: int | None = None) -> Iterator[bytes]:
-        """A container's log as it is written, in chunks, until the container ends."""
-        return self._log(namespace, pod, container, tail, follow="true").response.stream(4096)
+    def follow_pod_log(self, namespace: str, pod: str, container: str,
+                       tail: int | None = None) -> Iterator[bytes] | None:
+        """A container's log as it is written, in chunks, until the container ends; None
+        when the pod is gone. A connection lost meanwhile ends the chunks with urllib3's
+        HTTPError."""
+        return self._answer(f"log of pod {namespace}/{pod}", lambda: self._log(
+            namespace, pod, container, tail, follow="true").response.stream(4096))
 
     def _log(self, namespace: str, pod: str, container: str, tail: int | None, **query):
         return self._request("GET", f"/api/v1/namespaces/{namespace}/pods/{pod}/log", accept="*/*",
@@ -527,3 +533,143 @@ class Kube:
         for name in names:
             self.core.delete_namespaced_persistent_volume_claim(name, namespace)
         return names
+
+    # --- One object at a time, one error idiom ---------------------------------------------
+    # Objects are the API's JSON (plain dicts). A missing object is None (False where the
+    # method answers a yes or no); anything else the API server refuses is a typed error
+    # naming the object (errors.api_error: Forbidden for RBAC's 401/403, else TfhelmError),
+    # and a server that does not answer is ClusterUnreachable.
+
+    def _answer(self, what: str, request: Callable[[], T], absent: tuple[int, ...] = (404,)) -> T | None:
+        """One request's answer; None when the API server answers one of the `absent`
+        statuses (404: no such object; 409 for a create: one of that name exists)."""
+        try:
+            return request()
+        except ApiException as err:
+            if err.status in absent:
+                return None
+            raise api_error(err, what) from err
+        except (HTTPError, OSError) as err:
+            raise ClusterUnreachable(f"{self.api.configuration.host}: {type(err).__name__} ({what})") from err
+
+    def _one(self, method: str, kind: str, namespace: str | None, name: str, body: dict | None = None, *,
+             absent: tuple[int, ...] = (404,), content_type: str = "application/json") -> dict | None:
+        """One request about one object (a create names the collection: its name is the body's)."""
+        path = _path(kind, namespace, None if method == "POST" else name)
+        return self._answer(_what(kind, namespace, name), lambda: self.request_json(
+            method, path, body, content_type=content_type), absent)
+
+    def _all(self, kind: str, namespace: str | None, selector: str | None) -> list[dict]:
+        """The objects of a kind with these labels, paged."""
+        what = _RESOURCES[kind][1] + (f" in {namespace}" if namespace else "")
+        return self._answer(what, lambda: list(self.raw_list(_path(kind, namespace), labelSelector=selector)),
+                            absent=())
+
+    def _create(self, kind: str, namespace: str | None, obj: dict) -> dict | None:
+        """The object created; None when one of that name exists."""
+        return self._one("POST", kind, namespace, obj["metadata"]["name"], obj, absent=(409,))
+
+    def serves(self, obj: dict) -> bool:
+        """Does the API server serve this object's kind (discovery, once per client)?"""
+        from kubernetes.dynamic.exceptions import ResourceNotFoundError
+
+        try:
+            self._answer(f"discovery of {obj['apiVersion']}", lambda: self._resource(obj), absent=())
+        except TfhelmError as err:
+            if isinstance(err.__cause__, ResourceNotFoundError):
+                return False
+            raise
+        return True
+
+    def apply(self, obj: dict, namespace: str | None = None) -> None:
+        """Server-side apply of one object as tfhelm, taking its fields over."""
+        self._answer(_what(obj["kind"], namespace, obj["metadata"]["name"]),
+                     lambda: self.server_side_apply(obj, namespace), absent=())
+
+    def read_namespace(self, name: str) -> dict | None:
+        return self._one("GET", "Namespace", None, name)
+
+    def create_namespace(self, name: str, labels: dict[str, str]) -> bool:
+        """False when one of that name exists."""
+        obj = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels}}
+        return self._create("Namespace", None, obj) is not None
+
+    def label_namespace(self, name: str, labels: dict[str, str]) -> bool:
+        """Set these labels, keep the others; False when there is no such namespace."""
+        return self._one("PATCH", "Namespace", None, name, {"metadata": {"labels": labels}},
+                         content_type=MERGE_PATCH) is not None
+
+    def namespaces(self, selector: str) -> list[dict]:
+        return self._all("Namespace", None, selector)
+
+    def read_secret(self, namespace: str, name: str) -> dict | None:
+        return self._one("GET", "Secret", namespace, name)
+
+    def create_secret(self, namespace: str, obj: dict) -> bool:
+        """False when one of that name exists."""
+        return self._create("Secret", namespace, obj) is not None
+
+    def delete_secret(self, namespace: str, name: str) -> bool:
+        """False when there was none."""
+        return self._one("DELETE", "Secret", namespace, name) is not None
+
+    def deployments(self, namespace: str, selector: str) -> list[dict]:
+        return self._all("Deployment", namespace, selector)
+
+    def read_deployment(self, namespace: str, name: str) -> dict | None:
+        return self._one("GET", "Deployment", namespace, name)
+
+    def pods(self, namespace: str, selector: str | None = None) -> list[dict]:
+        return self._all("Pod", namespace, selector)
+
+    def read_service(self, namespace: str, name: str) -> dict | None:
+        return self._one("GET", "Service", namespace, name)
+
+    def read_ingress(self, namespace: str, name: str) -> dict | None:
+        return self._one("GET", "Ingress", namespace, name)
+
+    def read_node(self, name: str) -> dict | None:
+        return self._one("GET", "Node", None, name)
+
+    def create_lease(self, namespace: str, obj: dict) -> dict | None:
+        """The Lease created; None when one of that name exists."""
+        return self._create("Lease", namespace, obj)
+
+    def read_lease(self, namespace: str, name: str) -> dict | None:
+        return self._one("GET", "Lease", namespace, name)
+
+    def replace_lease(self, namespace: str, obj: dict) -> dict | None:
+        """Replace a Lease as of its metadata.resourceVersion: the Lease stored; None when it
+        is gone or someone changed it since (404, 409)."""
+        return self._one("PUT", "Lease", namespace, obj["metadata"]["name"], obj, absent=(404, 409))
+
+    def delete_lease(self, namespace: str, name: str, uid: str) -> bool:
+        """Delete this very Lease (by uid); False when it is gone or another took its place."""
+        options = {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": uid}}
+        return self._one("DELETE", "Lease", namespace, name, options, absent=(404, 409)) is not None
+
+
+T = TypeVar("T")
+MERGE_PATCH = "application/merge-patch+json"
+# Kind -> (API path prefix, resource): the kinds the facade's one-object methods serve.
+_RESOURCES = {
+    "Namespace": ("/api/v1", "namespaces"),
+    "Node": ("/api/v1", "nodes"),
+    "Pod": ("/api/v1", "pods"),
+    "Secret": ("/api/v1", "secrets"),
+    "Service": ("/api/v1", "services"),
+    "Deployment": ("/apis/apps/v1", "deployments"),
+    "Ingress": ("/apis/networking.k8s.io/v1", "ingresses"),
+    "Lease": ("/apis/coordination.k8s.io/v1", "leases"),
+}
+
+
+def _path(kind: str, namespace: str | None, name: str | None = None) -> str:
+    prefix, resource = _RESOURCES[kind]
+    scope = ("namespaces", namespace) if namespace else ()
+    return "/".join([prefix, *scope, resource, *((name,) if name else ())])
+
+
+def _what(kind: str, namespace: str | None, name: str) -> str:
+    """How an error names the object: `Secret team-a/x`, `Namespace team-a`."""
+    return f"{kind} {namespace}/{name}" if namespace else f"{kind} {name}"

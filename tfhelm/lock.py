@@ -16,11 +16,8 @@ import socket
 import threading
 from datetime import datetime, timedelta, timezone
 
-from kubernetes import client
-from kubernetes.client.rest import ApiException
-
-from tfhelm.errors import UsageError, api_error
-from tfhelm.kube import CLUSTER_LABEL
+from tfhelm.errors import TfhelmError, UsageError
+from tfhelm.kube import CLUSTER_LABEL, JsonObject
 
 DURATION = 30  # seconds a Lease holds without renewal
 RENEW_EVERY = 10
@@ -47,7 +44,12 @@ def _now() -> datetime:
     return datetime.now(timezone.utc)
 
 
-def expired(lease: client.V1Lease, now: datetime) -> bool:
+def _micro_time(t: datetime) -> str:
+    """A Lease's MicroTime: RFC 3339 in UTC with microseconds, always six digits."""
+    return t.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def expired(lease: JsonObject, now: datetime) -> bool:
     spec = lease.spec
     renewed = spec.renew_time or spec.acquire_time
     return renewed is None or renewed + timedelta(seconds=spec.lease_duration_seconds or DURATION) < now
@@ -58,10 +60,10 @@ class InstallLock:
     Locked naming who holds it. The namespace must exist."""
 
     def __init__(self, kube, namespace: str, cluster: str):
-        self.api = client.CoordinationV1Api(kube.api)
+        self.kube = kube
         self.namespace, self.cluster = namespace, cluster
         self.name, self.me = lease_name(cluster), holder_identity()
-        self._lease: client.V1Lease | None = None
+        self._lease: dict | None = None  # the Lease as stored (the API's JSON)
         self._stop = threading.Event()
         self._renewer: threading.Thread | None = None
 
@@ -75,34 +77,26 @@ class InstallLock:
         self._stop.set()
         if self._renewer:
             self._renewer.join()  # never a thread alive at exit
-        try:  # only our own: the precondition fails if someone took it over meanwhile
-            self.api.delete_namespaced_lease(self.name, self.namespace, body=client.V1DeleteOptions(
-                preconditions=client.V1Preconditions(uid=self._lease.metadata.uid)))
-        except ApiException as err:
-            if err.status not in (404, 409):
-                raise api_error(err, f"lease {self.namespace}/{self.name}") from err
+        # Only our own: nothing is deleted if someone took it over meanwhile.
+        self.kube.delete_lease(self.namespace, self.name, self._lease["metadata"]["uid"])
 
-    def _body(self, now: datetime, resource_version: str | None = None) -> client.V1Lease:
-        return client.V1Lease(
-            metadata=client.V1ObjectMeta(name=self.name, resource_version=resource_version, labels={
-                CLUSTER_LABEL: self.cluster, "app.kubernetes.io/managed-by": "tfhelm"}),
-            spec=client.V1LeaseSpec(holder_identity=self.me, lease_duration_seconds=DURATION,
-                                    acquire_time=now, renew_time=now))
+    def _body(self, now: datetime, resource_version: str | None = None) -> dict:
+        labels = {CLUSTER_LABEL: self.cluster, "app.kubernetes.io/managed-by": "tfhelm"}
+        metadata = {"name": self.name, "labels": labels}
+        if resource_version:
+            metadata["resourceVersion"] = resource_version
+        return {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": metadata,
+                "spec": {"holderIdentity": self.me, "leaseDurationSeconds": DURATION,
+                         "acquireTime": _micro_time(now), "renewTime": _micro_time(now)}}
 
-    def _take(self) -> client.V1Lease:
-        what = f"lease {self.namespace}/{self.name}"
-        try:
-            return self.api.create_namespaced_lease(self.namespace, self._body(_now()))
-        except ApiException as err:
-            if err.status != 409:
-                raise api_error(err, what) from err
-        try:
-            held = self.api.read_namespaced_lease(self.name, self.namespace)
-        except ApiException as err:
-            if err.status == 404:  # released meanwhile
-                return self._take()
-            raise api_error(err, what) from err
-        now = _now()
+    def _take(self) -> dict:
+        made = self.kube.create_lease(self.namespace, self._body(_now()))
+        if made is not None:
+            return made
+        found = self.kube.read_lease(self.namespace, self.name)
+        if found is None:  # released meanwhile
+            return self._take()
+        held, now = JsonObject(found), _now()
         if not expired(held, now):
             since = held.spec.acquire_time
             raise Locked(f"--name: another `tfhelm up` of {self.namespace}/{self.cluster} is installing "
@@ -110,18 +104,14 @@ class InstallLock:
                          + (f" since {since:%H:%M:%S} UTC" if since else "") + "); nothing was changed. "
                          f"Run it again once that one is done (a holder that died frees it within "
                          f"{held.spec.lease_duration_seconds or DURATION}s)")
-        try:  # a dead holder's: replace it, unless someone else just did
-            return self.api.replace_namespaced_lease(self.name, self.namespace,
-                                                     self._body(now, held.metadata.resource_version))
-        except ApiException as err:
-            if err.status == 409:
-                return self._take()
-            raise api_error(err, what) from err
+        # A dead holder's: replace it, unless someone else just did (or it is gone).
+        taken = self.kube.replace_lease(self.namespace, self._body(now, held.metadata.resource_version))
+        return taken if taken is not None else self._take()
 
     def _renew(self) -> None:
         while not self._stop.wait(RENEW_EVERY):
+            lease = {**self._lease, "spec": {**self._lease["spec"], "renewTime": _micro_time(_now())}}
             try:
-                self._lease.spec.renew_time = _now()
-                self._lease = self.api.replace_namespaced_lease(self.name, self.namespace, self._lease)
-            except (ApiException, OSError):
+                self._lease = self.kube.replace_lease(self.namespace, lease) or self._lease
+            except TfhelmError:
                 pass  # tried again in RENEW_EVERY; the install itself reports a lost API server

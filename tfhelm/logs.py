@@ -6,14 +6,15 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Callable
+from typing import Callable, TypeVar
 
-from kubernetes.client.rest import ApiException
 from urllib3.exceptions import HTTPError
 
 from tfhelm import status
+from tfhelm.errors import TfhelmError
 from tfhelm.kube import Kube
 
+T = TypeVar("T")
 CONTAINER = "tensorflow"  # the task container of every role's pod
 Write = Callable[[str], None]
 STARTED = ("Running", "Succeeded", "Failed")  # phases whose container has (or had) a log
@@ -75,10 +76,9 @@ def show(kube: Kube, namespace: str, name: str, write: Write, note: Write,
         if not containers:
             note(f"{prefix(r.task)}no log yet: pod {r.pod} is {r.phase}")
         for container in containers:
-            try:
-                text = kube.pod_log(namespace, r.pod, container, tail)
-            except (ApiException, HTTPError, OSError) as e:
-                note(f"{prefix(label(r.task, container))}cannot read the log of pod {r.pod}: {_reason(e)}")
+            text = _opened(lambda: kube.pod_log(namespace, r.pod, container, tail),
+                           label(r.task, container), r.pod, note)
+            if text is None:
                 continue
             for line in prefixed(label(r.task, container), text, width):
                 write(line)
@@ -117,20 +117,30 @@ def follow(kube: Kube, namespace: str, name: str, write: Write, note: Write,
 def _stream(kube: Kube, namespace: str, row: status.TaskRow, container: str, width: int,
             write: Write, note: Write, tail: int | None) -> None:
     head = prefix(label(row.task, container)).ljust(width)
+    chunks = _opened(lambda: kube.follow_pod_log(namespace, row.pod, container, tail),
+                     label(row.task, container), row.pod, note)
+    if chunks is None:
+        return
     try:
         buf = b""
-        for chunk in kube.follow_pod_log(namespace, row.pod, container, tail):
+        for chunk in chunks:
             buf += chunk
             *lines, buf = buf.split(b"\n")
             for line in lines:
                 write(head + line.decode(errors="replace"))
         if buf:
             write(head + buf.decode(errors="replace"))
-    except (ApiException, HTTPError, OSError) as e:
-        note(f"{prefix(label(row.task, container))}log of pod {row.pod} ended: {_reason(e)}")
+    except (HTTPError, OSError) as e:  # the connection, lost while streaming
+        note(f"{prefix(label(row.task, container))}log of pod {row.pod} ended: {type(e).__name__}")
 
 
-def _reason(e: Exception) -> str:
-    if isinstance(e, ApiException):
-        return f"{e.status} {e.reason}"
-    return type(e).__name__
+def _opened(read: Callable[[], T | None], task: str, pod: str, note: Write) -> T | None:
+    """A log read or stream, opened; None, after a note saying why, when it cannot be."""
+    try:
+        opened = read()
+    except TfhelmError as e:  # names the pod
+        note(f"{prefix(task)}{e}")
+        return None
+    if opened is None:
+        note(f"{prefix(task)}no log: pod {pod} is gone")
+    return opened

@@ -39,7 +39,7 @@ class ClusterOptions:
     pip_index_url: str | None = None
     pip_find_links: str | None = None
     # The user's chart values, lowest precedence first: -f files, and the result of
-    # tfhelm.uservalues.merge() (files and --set* merged by Helm's rules).
+    # tfhelm.valueflags.merge() (files and --set* merged by Helm's rules).
     value_files: list[dict] = field(default_factory=list)
 
 
@@ -53,7 +53,7 @@ def cluster_values(opts: ClusterOptions) -> ClusterValues:
     """The values both releases of the cluster get (they differ only in `components`),
     validated and normalized once.
 
-    Precedence, lowest first: -f files and --set (see tfhelm.uservalues), then the
+    Precedence, lowest first: -f files and --set (see tfhelm.valueflags), then the
     explicit options.
     """
     values: dict = {}

@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 
 from tfhelm.chart import chart_path
 from tfhelm.cli import app
-from tfhelm.uservalues import SetFlags, merge
+from tfhelm.valueflags import SetFlags, merge
 
 from .conftest import helm
 

@@ -6,20 +6,20 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from tfhelm import users
 from tfhelm_dev import localcluster
 from tfhelm.chart import chart_path, default_values
 from tfhelm.cli import app
 from tfhelm.errors import RenderError
 from tfhelm.manifests import by_kind
+from tfhelm.workspace import rules
 
 from .conftest import helm, kinds, pod_specs, render
 
-NS = users.user_namespace("alice")
+NS = rules.user_namespace("alice")
 
 
-def env_render(values: dict | None = None, release: str = users.RELEASE) -> list[dict]:
-    return render(values or {}, release=release, namespace=NS, chart=users.CHART)
+def env_render(values: dict | None = None, release: str = rules.RELEASE) -> list[dict]:
+    return render(values or {}, release=release, namespace=NS, chart=rules.CHART)
 
 
 def named(manifests: list[dict], kind: str, name: str) -> dict:
@@ -28,7 +28,7 @@ def named(manifests: list[dict], kind: str, name: str) -> dict:
 
 @pytest.fixture
 def env_chart():
-    return str(chart_path(users.CHART))
+    return str(chart_path(rules.CHART))
 
 
 def test_helm_lint_is_clean(env_chart):
@@ -37,7 +37,7 @@ def test_helm_lint_is_clean(env_chart):
 
 
 def test_default_workspace_objects():
-    assert kinds(env_render(users.compute_user_values(users.UserOptions("alice")))) == [
+    assert kinds(env_render(rules.compute_user_values(rules.UserOptions("alice")))) == [
         ("ConfigMap", "user-env-files"), ("ConfigMap", "user-env-tensorboard"),
         ("Deployment", "user-env-files"), ("Deployment", "user-env-notebook"),
         ("Deployment", "user-env-tensorboard"),
@@ -54,22 +54,22 @@ def test_default_workspace_objects():
 def test_python_names_agree_with_the_chart():
     m = env_render()
     # Without userName (plain helm), the user comes from the namespace tfhelm names.
-    assert {o["metadata"]["labels"][users.USER_LABEL] for o in m} == {"alice"}
+    assert {o["metadata"]["labels"][rules.USER_LABEL] for o in m} == {"alice"}
     for component in ("notebook", "tensorboard", "files"):
-        named(m, "Deployment", users.component_name(component))
-        named(m, "Service", users.component_name(component))
+        named(m, "Deployment", rules.component_name(component))
+        named(m, "Service", rules.component_name(component))
     for volume in ("code", "logs", "data"):
-        named(m, "PersistentVolumeClaim", users.claim_name(volume))
-    named(m, "ServiceAccount", users.service_account())
-    files = named(m, "Service", users.component_name("files"))
-    assert users.files_url("alice") == \
+        named(m, "PersistentVolumeClaim", rules.claim_name(volume))
+    named(m, "ServiceAccount", rules.service_account())
+    files = named(m, "Service", rules.component_name("files"))
+    assert rules.files_url("alice") == \
         f"http://{files['metadata']['name']}.{NS}.svc:{files['spec']['ports'][0]['port']}/"
-    notebook = pod_specs(m)[users.component_name("notebook")]
+    notebook = pod_specs(m)[rules.component_name("notebook")]
     token = next(v for v in notebook["volumes"] if v["name"] == "token")["secret"]
-    assert token["secretName"] == users.token_secret()
-    assert token["items"] == [{"key": users.TOKEN_KEY, "path": "token"}]
+    assert token["secretName"] == rules.token_secret()
+    assert token["items"] == [{"key": rules.TOKEN_KEY, "path": "token"}]
     env = {e["name"]: e.get("value") for e in notebook["containers"][0]["env"]}
-    assert env["TFHELM_FILES_URL"] == users.files_url("alice")
+    assert env["TFHELM_FILES_URL"] == rules.files_url("alice")
 
 
 def test_every_pod_runs_on_the_user_node_of_the_local_cluster():
@@ -82,7 +82,7 @@ def test_every_pod_runs_on_the_user_node_of_the_local_cluster():
 def test_node_port_services_answer_only_on_the_pods_node():
     m = env_render({"notebook": {"service": {"nodePort": 30088}},
                     "tensorboard": {"service": {"type": "LoadBalancer"}}})
-    notebook, tensorboard, files = (named(m, "Service", users.component_name(c))
+    notebook, tensorboard, files = (named(m, "Service", rules.component_name(c))
                                     for c in ("notebook", "tensorboard", "files"))
     assert notebook["spec"]["type"] == "NodePort" and notebook["spec"]["ports"][0]["nodePort"] == 30088
     assert notebook["spec"]["externalTrafficPolicy"] == "Local"
@@ -101,7 +101,7 @@ def test_network_policy_admits_only_the_namespace_and_the_exposed_ports():
     for component in ("notebook", "tensorboard"):
         spec = named(m, "NetworkPolicy", f"user-env-{component}-exposed")["spec"]
         assert spec["ingress"] == [{"ports": [{"port": "http", "protocol": "TCP"}]}]
-        pod = pods[users.component_name(component)]
+        pod = pods[rules.component_name(component)]
         assert spec["podSelector"]["matchLabels"].items() <= pod["metadata"]["labels"].items()
         assert [p["name"] for c in pod["spec"]["containers"] for p in c.get("ports", [])] == ["http"]
     # The file server is only for the namespace's own training tasks.
@@ -110,7 +110,7 @@ def test_network_policy_admits_only_the_namespace_and_the_exposed_ports():
 
 def test_tensorboard_answers_only_through_its_login_proxy():
     m = env_render()
-    pod = named(m, "Deployment", users.component_name("tensorboard"))["spec"]["template"]["spec"]
+    pod = named(m, "Deployment", rules.component_name("tensorboard"))["spec"]["template"]["spec"]
     tensorboard, proxy = pod["containers"]
     # TensorBoard listens on loopback only; the proxy holds the Service's port and the token.
     assert "--host=127.0.0.1" in tensorboard["command"] and "ports" not in tensorboard
@@ -118,12 +118,12 @@ def test_tensorboard_answers_only_through_its_login_proxy():
     assert proxy["command"][:2] == ["python3", "/etc/tfhelm-auth/authproxy.py"]
     assert proxy["readinessProbe"]["httpGet"]["path"] == "/tfhelm-auth/ready"
     token = next(v for v in pod["volumes"] if v["name"] == "token")["secret"]
-    assert token["secretName"] == users.token_secret()
-    script = named(m, "ConfigMap", users.component_name("tensorboard"))["data"]["authproxy.py"]
-    assert script == (chart_path(users.CHART) / "files" / "authproxy.py").read_text()
+    assert token["secretName"] == rules.token_secret()
+    script = named(m, "ConfigMap", rules.component_name("tensorboard"))["data"]["authproxy.py"]
+    assert script == (chart_path(rules.CHART) / "files" / "authproxy.py").read_text()
     # Without it, as before: TensorBoard itself on the port, and no token in the pod.
     off = named(env_render({"tensorboard": {"auth": {"enabled": False}}}), "Deployment",
-                users.component_name("tensorboard"))["spec"]["template"]["spec"]
+                rules.component_name("tensorboard"))["spec"]["template"]["spec"]
     assert [c["name"] for c in off["containers"]] == ["tensorboard"]
     assert "--host=0.0.0.0" in off["containers"][0]["command"]
     assert not any(v["name"] == "token" for v in off["volumes"])
@@ -134,11 +134,11 @@ def test_the_fence_outlives_the_release_and_the_service_policy_selects_user_name
     for kind in ("NetworkPolicy", "ResourceQuota", "LimitRange"):
         for obj in by_kind(m, kind):
             assert obj["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep", obj["metadata"]["name"]
-    policy, binding = users.service_policy()
+    policy, binding = rules.service_policy()
     assert binding["spec"]["policyName"] == policy["metadata"]["name"]
     selector = binding["spec"]["matchResources"]["namespaceSelector"]["matchExpressions"]
-    assert selector == [{"key": users.USER_LABEL, "operator": "Exists"}]
-    assert users.USER_LABEL in users.namespace_labels("alice")
+    assert selector == [{"key": rules.USER_LABEL, "operator": "Exists"}]
+    assert rules.USER_LABEL in rules.namespace_labels("alice")
 
 
 def test_network_policy_follows_exposure():
@@ -195,7 +195,7 @@ def test_pods_are_restricted_and_mount_tokens_only_where_needed():
         assert pod["enableServiceLinks"] is False
         assert all(c["securityContext"]["readOnlyRootFilesystem"] for c in pod["containers"])
     assert specs["user-env-notebook"]["automountServiceAccountToken"] is True
-    assert specs["user-env-notebook"]["serviceAccountName"] == users.service_account()
+    assert specs["user-env-notebook"]["serviceAccountName"] == rules.service_account()
     assert specs["user-env-tensorboard"]["automountServiceAccountToken"] is False
     assert specs["user-env-files"]["automountServiceAccountToken"] is False
     no_rbac = pod_specs(env_render({"rbac": {"create": False}}))["user-env-notebook"]
@@ -203,7 +203,7 @@ def test_pods_are_restricted_and_mount_tokens_only_where_needed():
 
 
 def test_the_token_is_read_from_a_secret_and_never_rendered():
-    values = users.compute_user_values(users.UserOptions("alice", quota_cpu="4", node_port=30088))
+    values = rules.compute_user_values(rules.UserOptions("alice", quota_cpu="4", node_port=30088))
     assert "token" not in yaml.safe_dump(values)
     m = env_render(values)
     assert by_kind(m, "Secret") == []
@@ -221,7 +221,7 @@ def test_notebook_tensorboard_and_file_server_share_the_users_volumes():
     mounts = {name: {m["name"]: m for m in pod["containers"][0]["volumeMounts"]} for name, pod in specs.items()}
     claims = {name: {v["name"]: v["persistentVolumeClaim"] for v in pod["volumes"] if "persistentVolumeClaim" in v}
               for name, pod in specs.items()}
-    assert claims["user-env-notebook"] == {v: {"claimName": users.claim_name(v)} for v in ("code", "logs", "data")}
+    assert claims["user-env-notebook"] == {v: {"claimName": rules.claim_name(v)} for v in ("code", "logs", "data")}
     assert mounts["user-env-notebook"]["code"]["mountPath"] == "/home/jovyan/work"
     assert "--notebook-dir=/home/jovyan/work" in specs["user-env-notebook"]["containers"][0]["args"]
     # TensorBoard reads the logdir tf-cluster's tasks write under (<logs>/<cluster>).
@@ -259,7 +259,7 @@ def test_volumes_use_the_storage_class_or_existing_claims_and_are_kept():
 
 
 def test_quota_and_limit_range():
-    values = users.compute_user_values(users.UserOptions("alice", quota_cpu="6", quota_memory="24Gi"))
+    values = rules.compute_user_values(rules.UserOptions("alice", quota_cpu="6", quota_memory="24Gi"))
     values["quota"]["extraHard"] = {"requests.nvidia.com/gpu": "2"}
     m = env_render(values)
     assert by_kind(m, "ResourceQuota")[0]["spec"]["hard"] == {
@@ -288,8 +288,8 @@ def test_role_reaches_only_the_namespace_and_not_its_fences():
     assert not by_kind(m, "ClusterRole") and not by_kind(m, "ClusterRoleBinding")
     binding = by_kind(m, "RoleBinding")[0]
     assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
-                                  "name": users.service_account()}
-    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": users.service_account(), "namespace": NS}]
+                                  "name": rules.service_account()}
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": rules.service_account(), "namespace": NS}]
     assert by_kind(m, "ServiceAccount")[0]["automountServiceAccountToken"] is False
 
 
@@ -305,7 +305,7 @@ def test_ingress_for_notebook_and_tensorboard():
 
 
 def test_a_users_tf_cluster_mounts_the_users_volumes_and_downloads_from_the_file_server():
-    values = users.cluster_values_for_user("alice", "models/train.py")
+    values = rules.cluster_values_for_user("alice", "models/train.py")
     m = render({**values, "worker": {"replicas": 2}}, release="mnist", namespace=NS)
     worker = pod_specs(m)["mnist-worker"]
     claims = {v["name"]: v["persistentVolumeClaim"]["claimName"] for v in worker["volumes"]
@@ -319,7 +319,7 @@ def test_a_users_tf_cluster_mounts_the_users_volumes_and_downloads_from_the_file
 
 
 def test_rendering_is_deterministic_and_uses_no_random_functions(env_chart):
-    args = ("template", users.RELEASE, env_chart, "-n", NS, "--set", "userName=alice")
+    args = ("template", rules.RELEASE, env_chart, "-n", NS, "--set", "userName=alice")
     first, second = helm(*args), helm(*args)
     assert first.returncode == 0 and first.stdout == second.stdout
     for path in Path(env_chart, "templates").rglob("*.*"):
@@ -345,9 +345,9 @@ def test_schema_rejects_bad_values(values, message):
 
 
 @pytest.mark.parametrize("values,release,message", [
-    ({"codeServer": {"service": {"nodePort": 30001}}}, users.RELEASE, "type is ClusterIP"),
+    ({"codeServer": {"service": {"nodePort": 30001}}}, rules.RELEASE, "type is ClusterIP"),
     ({"notebook": {"service": {"nodePort": 30001}}, "tensorboard": {"service": {"nodePort": 30001}}},
-     users.RELEASE, "each Service needs its own node port"),
+     rules.RELEASE, "each Service needs its own node port"),
     ({}, "a" * 52, "use at most 51"),
     ({}, "1st", "starting with a letter"),
 ])

@@ -63,6 +63,16 @@ def test_wheel_carries_both_charts_whole(installed):
     assert packed == repo
 
 
+def test_wheel_carries_every_module_of_the_package(installed):
+    """Every tfhelm module, subpackages too (pyproject lists each package by name)."""
+    wheel = next((installed.parent / "dist").glob("tfhelm-*.whl"))
+    with zipfile.ZipFile(wheel) as z:
+        packed = {n for n in z.namelist() if n.endswith(".py") and not n.startswith("tfhelm/charts/")}
+    repo = {p.relative_to(REPO).as_posix() for p in (REPO / "tfhelm").rglob("*.py")}
+    assert {"tfhelm/workspace/rules.py", "tfhelm/reaper/loop.py"} <= repo
+    assert packed == repo
+
+
 def test_installed_cli_renders_a_cluster_from_another_directory(installed, tmp_path):
     helm_dir = tmp_path / "helm-bin"
     helm_dir.mkdir()

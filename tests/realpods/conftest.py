@@ -23,7 +23,7 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from tests.cluster.conftest import api_client, core, external_cluster, kubeconfig, wait_for  # noqa: F401
-from tfhelm import users
+from tfhelm.workspace import rules
 from tfhelm_dev import localcluster, localnode
 
 HERE = Path(__file__).parent
@@ -148,8 +148,8 @@ def two_users(kubeconfig):
 
 def login_token(core, user: str) -> str:
     """The user's login token (the notebook's and TensorBoard's)."""
-    secret = core.read_namespaced_secret(users.token_secret(), users.user_namespace(user))
-    return base64.b64decode(secret.data[users.TOKEN_KEY]).decode()
+    secret = core.read_namespaced_secret(rules.token_secret(), rules.user_namespace(user))
+    return base64.b64decode(secret.data[rules.TOKEN_KEY]).decode()
 
 
 PROBE = """

@@ -12,7 +12,7 @@ from kubernetes.client.rest import ApiException
 from typer.testing import CliRunner
 from urllib3.exceptions import MaxRetryError, NewConnectionError
 
-from tfhelm import errors, reaper, spec, uservalues
+from tfhelm import errors, reaper, spec, valueflags
 from tfhelm.console import OneLineErrors, cli_errors
 from tfhelm.errors import SpecError
 from tfhelm.reaper import ReapConfig
@@ -29,7 +29,7 @@ def test_a_billion_laughs_values_file_is_refused_without_expanding_it(tmp_path):
     bomb = tmp_path / "bomb.yaml"
     bomb.write_text("\n".join(lines) + "\n")
     with pytest.raises(SpecError, match=r"bomb.yaml expands to more than 200000 values") as exc:
-        uservalues.load_file(bomb)
+        valueflags.load_file(bomb)
     assert exc.value.field == "--values"
 
 
@@ -37,32 +37,32 @@ def test_a_self_referencing_alias_is_refused(tmp_path):
     loop = tmp_path / "loop.yaml"
     loop.write_text("a: &x [*x]\n")
     with pytest.raises(SpecError, match="expands to more than"):
-        uservalues.load_file(loop)
+        valueflags.load_file(loop)
 
 
 def test_aliases_in_an_ordinary_file_are_fine(tmp_path):
     f = tmp_path / "v.yaml"
     f.write_text("res: &r {requests: {cpu: 1}}\nworker: {resources: *r}\nps: {resources: *r}\n")
-    assert uservalues.load_file(f)["ps"]["resources"] == {"requests": {"cpu": 1}}
+    assert valueflags.load_file(f)["ps"]["resources"] == {"requests": {"cpu": 1}}
 
 
 @pytest.mark.parametrize("content,problem", [
     (b"worker: {replicas: 2}\n\xff\xfe\n", "is not UTF-8 text (byte 22)"),
     (b"- 1\n- 2\n", "is not a YAML mapping of chart values"),
     (b"worker: {replicas: 2\n", "is not valid YAML at line 2"),
-    (b"x" * (uservalues.MAX_FILE_BYTES + 1), "is over 4 MiB"),
+    (b"x" * (valueflags.MAX_FILE_BYTES + 1), "is over 4 MiB"),
 ])
 def test_bad_values_files_are_one_line(tmp_path, content, problem):
     f = tmp_path / "v.yaml"
     f.write_bytes(content)
     with pytest.raises(SpecError) as exc:
-        uservalues.load_file(f)
+        valueflags.load_file(f)
     assert problem in str(exc.value) and "\n" not in str(exc.value)
 
 
 def test_a_missing_values_file_names_it(tmp_path):
     with pytest.raises(SpecError, match=r"--values: cannot read .*absent.yaml: No such file"):
-        uservalues.load_file(tmp_path / "absent.yaml")
+        valueflags.load_file(tmp_path / "absent.yaml")
 
 
 # ----------------------------------------------------------------------------- mistyped values

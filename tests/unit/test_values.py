@@ -21,7 +21,7 @@ def test_options_become_values():
 
 
 def test_precedence_files_then_options():
-    # --set is merged into the files by Helm itself (tfhelm.uservalues; tests/chart/test_set_parity.py)
+    # --set is merged into the files by Helm itself (tfhelm.valueflags; tests/chart/test_set_parity.py)
     v = compute_values(ClusterOptions(
         name="a", workers=4, value_files=[{"worker": {"replicas": 2, "gpus": 3}}, {"ps": {"replicas": 5}}]))
     assert v["worker"] == {"replicas": 4, "gpus": 3}

@@ -81,24 +81,25 @@ def cluster_options(*, name: str, namespace: str | None, workers: int | None = N
                     script_args: list[str] | None = None) -> ClusterOptions:
     """The options of a cluster command as ClusterOptions: values files and --set* merged by
     Helm's rules; with --user, the user's namespace, volumes and file server underneath."""
-    from tfhelm import users, uservalues
+    from tfhelm import valueflags
     from tfhelm.errors import SpecError
     from tfhelm.values import ClusterOptions
+    from tfhelm.workspace import rules
 
-    files = [uservalues.load_file(f) for f in values_files or []]
+    files = [valueflags.load_file(f) for f in values_files or []]
     if user:  # the user's namespace, volumes and file server; -f and --set still override
-        user_ns = users.user_namespace(user)
+        user_ns = rules.user_namespace(user)
         if namespace and namespace != user_ns:
             raise SpecError("--namespace", f"user {user}'s clusters run in {user_ns}", "drop --namespace")
-        if name == users.RELEASE:
+        if name == rules.RELEASE:
             raise SpecError("--name", f"'{name}' is the user's workspace release", "choose another name")
-        files.insert(0, users.cluster_values_for_user(user, script))
+        files.insert(0, rules.cluster_values_for_user(user, script))
         namespace, script = user_ns, None
         if pip_find_links:  # a directory on their code volume, through their file server
-            pip_find_links = users.files_dir_url(user, pip_find_links, "--pip-find-links")
-    flags = uservalues.SetFlags(list(sets or []), list(set_strings or []), list(set_jsons or []))
+            pip_find_links = rules.files_dir_url(user, pip_find_links, "--pip-find-links")
+    flags = valueflags.SetFlags(list(sets or []), list(set_strings or []), list(set_jsons or []))
     return ClusterOptions(
         name=name, namespace=namespace_of(namespace), workers=workers, ps=ps, chief=chief,
         evaluator=evaluator, in_graph=in_graph, image=image, script=script, gpus=gpus, keras=keras,
         packages=list(pip or []), pip_index_url=pip_index_url, pip_find_links=pip_find_links,
-        value_files=[uservalues.merge(files, flags)], script_args=list(script_args or []))
+        value_files=[valueflags.merge(files, flags)], script_args=list(script_args or []))

@@ -59,7 +59,7 @@ def up(name: Annotated[Optional[str], typer.Option(
 
     kube = Kube()
     if user:
-        from tfhelm.userenv import require_workspace
+        from tfhelm.workspace.actions import require_workspace
 
         kube.ping()
         require_workspace(user, kube)

@@ -1,5 +1,5 @@
 """`tfhelm user`: one workspace per user (Jupyter, TensorBoard, the code server) in a
-namespace of its own. Thin commands over tfhelm.users (pure) and tfhelm.userenv (cluster)."""
+namespace of its own. Thin commands over tfhelm.workspace: rules (pure) and actions (cluster)."""
 
 from __future__ import annotations
 
@@ -34,23 +34,24 @@ def add(name: UserName,
         dry_run: Annotated[bool, typer.Option(
             "--dry-run", help="Print the manifests; touch no cluster.")] = False):
     """Create (or update) a user's namespace, login token and workspace."""
-    from tfhelm import deploy, userenv, users
+    from tfhelm import deploy
     from tfhelm.helm import Helm
+    from tfhelm.workspace import actions, rules
 
-    opts = users.UserOptions(name, storage_class, quota_cpu, quota_memory, node_port,
+    opts = rules.UserOptions(name, storage_class, quota_cpu, quota_memory, node_port,
                              tensorboard_node_port)
     if dry_run:
-        manifests = userenv.render(opts, Helm())
-        write(deploy.manifests_yaml({users.RELEASE: manifests,
-                                     f"{userenv.POLICY} (cluster-wide, applied once)": users.service_policy()}))
+        manifests = actions.render(opts, Helm())
+        write(deploy.manifests_yaml({rules.RELEASE: manifests,
+                                     f"{actions.POLICY} (cluster-wide, applied once)": rules.service_policy()}))
         return
     from tfhelm.kube import Kube
 
     kube = Kube()
-    userenv.add(opts, Helm(), kube, notify=note)
-    ns = users.user_namespace(name)
+    actions.add(opts, Helm(), kube, notify=note)
+    ns = rules.user_namespace(name)
     with err.status("waiting for the workspace to start") as spinner:
-        waiting = userenv.wait_ready(name, kube, timeout,
+        waiting = actions.wait_ready(name, kube, timeout,
                                      lambda what: spinner.update(f"waiting for {what}"))
     if waiting:
         still = ", ".join(f"{c} ({r})" for c, r in sorted(waiting.items()))
@@ -68,10 +69,10 @@ def add(name: UserName,
 @cli_errors
 def url(name: UserName):
     """Print the notebook URL with its login token, and the TensorBoard and file server URLs."""
-    from tfhelm import userenv, users
     from tfhelm.kube import Kube
+    from tfhelm.workspace import actions, rules
 
-    u = userenv.urls(users.validate_user(name), Kube())
+    u = actions.urls(rules.validate_user(name), Kube())
     for label, value in (("notebook", u.notebook), ("tensorboard", u.tensorboard),
                          ("files", u.files and f"{u.files} (inside the cluster)")):
         if value:
@@ -84,13 +85,13 @@ def list_():
     """Every user's namespace and the state of their workspace."""
     from rich.table import Table
 
-    from tfhelm import userenv
     from tfhelm.kube import Kube
+    from tfhelm.workspace import actions
 
     table = Table(title="tfhelm users")
     for col in ("USER", "NAMESPACE", "WORKSPACE"):
         table.add_column(col)
-    for row in userenv.list_users(Kube()):
+    for row in actions.list_users(Kube()):
         table.add_row(row.user, row.namespace, row.state)
     out.print(table)
 
@@ -102,22 +103,22 @@ def remove(name: UserName,
                "--purge", help="Also delete the namespace with the code, logs and data volumes "
                "and any TF clusters in it.")] = False):
     """Remove a user's workspace and login token; volumes stay unless --purge."""
-    from tfhelm import userenv, users
     from tfhelm.errors import SpecError
     from tfhelm.helm import Helm
     from tfhelm.kube import Kube
+    from tfhelm.workspace import actions, rules
 
     kube = Kube()
-    found = userenv.remove(users.validate_user(name), Helm(), kube, purge=purge, notify=note)
+    found = actions.remove(rules.validate_user(name), Helm(), kube, purge=purge, notify=note)
     if not found:
         raise SpecError("NAME", f"no user '{name}'", "see `tfhelm user list`")
     if purge:
         return
-    ns = users.user_namespace(name)
+    ns = rules.user_namespace(name)
     err.print(f"Kept in namespace {ns}: the code, logs and data volumes, and its NetworkPolicies, "
               "quota and LimitRange (whatever runs there stays isolated); `--purge` deletes it all.",
               highlight=False, soft_wrap=True)
-    running = userenv.still_running(name, kube)
+    running = actions.still_running(name, kube)
     if running:
         err.print(f"[yellow]still running in {ns}:[/yellow] {escape(', '.join(running))} "
                   f"(`tfhelm down NAME -n {ns}` stops a TF cluster)", highlight=False, soft_wrap=True)

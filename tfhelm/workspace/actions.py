@@ -11,45 +11,31 @@ import base64
 import secrets
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, TypeVar
+from typing import TYPE_CHECKING, Callable
 
-from kubernetes import client
-from kubernetes.client.rest import ApiException
-
-from tfhelm import users
-from tfhelm.errors import SpecError, TfhelmError, api_error
+from tfhelm.errors import AdmissionRefused, SpecError, TfhelmError
 from tfhelm.kube import CLUSTER_LABEL
+from tfhelm.workspace import rules
 
 if TYPE_CHECKING:
     from tfhelm.helm import Helm
     from tfhelm.kube import Kube
 
 Notify = Callable[[str], None]
-T = TypeVar("T")
-_OURS = f"{users.USER_LABEL},app.kubernetes.io/managed-by=tfhelm"
+_OURS = f"{rules.USER_LABEL},app.kubernetes.io/managed-by=tfhelm"
 
 
-def _api(what: str, call: Callable[[], T]) -> T | None:
-    """One API call; None when the object does not exist, else a TfhelmError naming it."""
-    try:
-        return call()
-    except ApiException as err:
-        if err.status == 404:
-            return None
-        raise api_error(err, what) from err
-
-
-def render(opts: users.UserOptions, helm: Helm) -> list[dict]:
+def render(opts: rules.UserOptions, helm: Helm) -> list[dict]:
     """The release's manifests, rendered by the real chart (schema and checks included)."""
-    values = users.compute_user_values(opts)
-    return helm.template(users.RELEASE, values, users.user_namespace(opts.name), chart=users.CHART)
+    values = rules.compute_user_values(opts)
+    return helm.template(rules.RELEASE, values, rules.user_namespace(opts.name), chart=rules.CHART)
 
 
-def add(opts: users.UserOptions, helm: Helm, kube: Kube, notify: Notify = lambda _: None) -> None:
+def add(opts: rules.UserOptions, helm: Helm, kube: Kube, notify: Notify = lambda _: None) -> None:
     """Create or update a user's workspace. A failed first install leaves nothing behind;
     an existing token is kept, so adding a user again only upgrades the release."""
-    values = users.compute_user_values(opts)
-    ns = users.user_namespace(opts.name)
+    values = rules.compute_user_values(opts)
+    ns = rules.user_namespace(opts.name)
     render(opts, helm)
     kube.ping()
     apply_service_policy(kube)
@@ -60,25 +46,24 @@ def add(opts: users.UserOptions, helm: Helm, kube: Kube, notify: Notify = lambda
         wait_service_policy(kube, ns)
     except Exception:
         if created_ns:
-            _api(f"namespace {ns}", lambda: kube.core.delete_namespace(ns))
+            kube.delete_namespace(ns)
         raise
     notify(f"Services in {ns}: ClusterIP or headless only, no externalIPs "
            f"(ValidatingAdmissionPolicy {POLICY})")
     created_token = _ensure_token(kube, ns, opts.name)
     if created_token:
-        notify(f"created the notebook's login token in Secret {ns}/{users.token_secret()}")
+        notify(f"created the notebook's login token in Secret {ns}/{rules.token_secret()}")
     try:
-        notify(f"installing release {ns}/{users.RELEASE}")
+        notify(f"installing release {ns}/{rules.RELEASE}")
         # No wait here: a slow first pull of one image must not roll back the workspace
         # (wait_ready() reports what is still starting instead).
-        helm.install_or_upgrade(users.RELEASE, values, ns, chart=users.CHART, wait=False)
+        helm.install_or_upgrade(rules.RELEASE, values, ns, chart=rules.CHART, wait=False)
     except Exception:
         if created_ns:
             notify(f"deleting namespace {ns} again")
-            _api(f"namespace {ns}", lambda: kube.core.delete_namespace(ns))
+            kube.delete_namespace(ns)
         elif created_token:
-            _api(f"secret {ns}/{users.token_secret()}",
-                 lambda: kube.core.delete_namespaced_secret(users.token_secret(), ns))
+            kube.delete_secret(ns, rules.token_secret())
         raise
 
 
@@ -88,30 +73,27 @@ POLICY = "tfhelm-user-services"
 def apply_service_policy(kube: Kube) -> None:
     """The cluster-wide policy that fences every user namespace's Services (server-side
     apply: the same objects again change nothing)."""
-    for obj in users.service_policy():
-        try:
-            kube.server_side_apply(obj)
-        except ApiException as err:
-            raise api_error(err, f"{obj['kind']} {obj['metadata']['name']}") from err
-        except TfhelmError as err:  # not served: ValidatingAdmissionPolicy is GA since 1.30
-            raise TfhelmError(f"{err}: Kubernetes 1.30 or later is needed to keep users from "
-                              "creating Services that capture other users' traffic "
-                              "(ValidatingAdmissionPolicy)") from err
+    for obj in rules.service_policy():
+        if not kube.serves(obj):  # ValidatingAdmissionPolicy is GA since 1.30
+            raise TfhelmError(f"this cluster does not serve {obj['kind']} ({obj['apiVersion']}): "
+                              "Kubernetes 1.30 or later is needed to keep users from creating "
+                              "Services that capture other users' traffic (ValidatingAdmissionPolicy)")
+        kube.apply(obj)
 
 
 def wait_service_policy(kube: Kube, ns: str, timeout: float = 30) -> None:
     """Until the API server enforces the policy in `ns` (it starts a moment after it is
     created): a server-side dry run of a Service nobody may create there must be refused."""
-    probe = client.V1Service(metadata=client.V1ObjectMeta(name="tfhelm-policy-probe"), spec=client.V1ServiceSpec(
-        type="LoadBalancer", load_balancer_ip="192.0.2.1", ports=[client.V1ServicePort(port=80)]))
+    probe = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "tfhelm-policy-probe"},
+             "spec": {"type": "LoadBalancer", "loadBalancerIP": "192.0.2.1", "ports": [{"port": 80}]}}
     deadline = time.monotonic() + timeout
     while True:
         try:
-            kube.core.create_namespaced_service(ns, probe, dry_run="All")
-        except ApiException as err:
-            if err.status == 403 and POLICY in (err.body or ""):
+            kube.dry_run_apply(ns, [probe])
+        except AdmissionRefused as err:
+            if POLICY in err.reason:
                 return
-            raise api_error(err, f"service {ns}/tfhelm-policy-probe (dry run)") from err
+            raise
         if time.monotonic() > deadline:
             raise TfhelmError(f"ValidatingAdmissionPolicy {POLICY} is not enforced in namespace {ns} "
                               f"after {timeout:.0f}s; check `kubectl get validatingadmissionpolicybinding {POLICY}`")
@@ -121,14 +103,14 @@ def wait_service_policy(kube: Kube, ns: str, timeout: float = 30) -> None:
 def require_workspace(user: str, kube: Kube) -> None:
     """`tfhelm up --user`: the user's namespace must be a workspace `tfhelm user add` made
     (Pod Security, quota, isolation); else a usage error, before anything is created."""
-    ns = users.user_namespace(user)
-    existing = _api(f"namespace {ns}", lambda: kube.core.read_namespace(ns))
+    ns = rules.user_namespace(user)
+    existing = kube.read_namespace(ns)
     if existing is None:
         raise SpecError("--user", f"user {user} has no workspace (no namespace {ns})",
                         f"a cluster admin creates it with `tfhelm user add {user}`")
     if _user_of(existing) != user:
         raise SpecError("--user", f"namespace {ns} is not the workspace of user {user} "
-                        f"(no label {users.USER_LABEL}={user})", "see `tfhelm user list`")
+                        f"(no label {rules.USER_LABEL}={user})", "see `tfhelm user list`")
     if _terminating(existing):
         raise SpecError("--user", f"the workspace of user {user} is being deleted")
 
@@ -136,20 +118,21 @@ def require_workspace(user: str, kube: Kube) -> None:
 def not_ready(user: str, kube: Kube) -> dict[str, str]:
     """The workspace's Deployments that are not available yet, each with the reason its
     pod gives (e.g. `ContainerCreating`, `ImagePullBackOff`)."""
-    ns = users.user_namespace(user)
-    selector = f"app.kubernetes.io/instance={users.RELEASE}"
+    ns = rules.user_namespace(user)
+    selector = f"app.kubernetes.io/instance={rules.RELEASE}"
     waiting: dict[str, str] = {}
-    for d in kube.apps.list_namespaced_deployment(ns, label_selector=selector).items:
-        if (d.status.available_replicas or 0) >= (d.spec.replicas or 0):
+    for d in kube.deployments(ns, selector):
+        if not _short(d, "availableReplicas"):
             continue
-        component = (d.metadata.labels or {}).get("app.kubernetes.io/component", d.metadata.name)
+        component = _labels(d).get("app.kubernetes.io/component", d["metadata"]["name"])
         reason = "starting"
-        match = ",".join(f"{k}={v}" for k, v in (d.spec.selector.match_labels or {}).items())
-        for pod in kube.core.list_namespaced_pod(ns, label_selector=match).items:
-            for cs in pod.status.container_statuses or []:
-                if cs.state and cs.state.waiting:
-                    reason = cs.state.waiting.reason or reason
-            if pod.status.phase == "Pending" and not pod.spec.node_name:
+        for pod in kube.pods(ns, _selector(d["spec"]["selector"].get("matchLabels") or {})):
+            status = pod.get("status") or {}
+            for cs in status.get("containerStatuses") or []:
+                state = (cs.get("state") or {}).get("waiting")
+                if state is not None:
+                    reason = state.get("reason") or reason
+            if status.get("phase") == "Pending" and not pod["spec"].get("nodeName"):
                 reason = "not scheduled yet"
         waiting[component] = reason
     return waiting
@@ -166,42 +149,59 @@ def wait_ready(user: str, kube: Kube, timeout: float, progress: Notify = lambda 
         time.sleep(1)
 
 
-def _user_of(ns: client.V1Namespace) -> str | None:
-    return (ns.metadata.labels or {}).get(users.USER_LABEL)
+def _labels(obj: dict) -> dict[str, str]:
+    return obj["metadata"].get("labels") or {}
 
 
-def _terminating(ns: client.V1Namespace) -> bool:
-    return bool(ns.status and ns.status.phase == "Terminating")
+def _selector(labels: dict[str, str]) -> str:
+    return ",".join(f"{k}={v}" for k, v in labels.items())
+
+
+def _short(deployment: dict, counted: str) -> bool:
+    """Fewer replicas `counted` (availableReplicas, readyReplicas) than the Deployment wants?"""
+    have = (deployment.get("status") or {}).get(counted) or 0
+    return have < (deployment["spec"].get("replicas") or 0)
+
+
+def _user_of(ns: dict) -> str | None:
+    return _labels(ns).get(rules.USER_LABEL)
+
+
+def _terminating(ns: dict) -> bool:
+    return (ns.get("status") or {}).get("phase") == "Terminating"
+
+
+def _gone(obj: dict) -> bool:
+    return bool(obj["metadata"].get("deletionTimestamp"))
 
 
 def _ensure_namespace(kube: Kube, user: str) -> bool:
     """Create the namespace, or put its labels back; True when this call created it."""
-    ns = users.user_namespace(user)
-    labels = users.namespace_labels(user)
-    existing = _api(f"namespace {ns}", lambda: kube.core.read_namespace(ns))
+    ns = rules.user_namespace(user)
+    labels = rules.namespace_labels(user)
+    existing = kube.read_namespace(ns)
     if existing is None:
-        body = client.V1Namespace(metadata=client.V1ObjectMeta(name=ns, labels=labels))
-        _api(f"namespace {ns}", lambda: kube.core.create_namespace(body))
+        if not kube.create_namespace(ns, labels):
+            raise TfhelmError(f"namespace {ns} was created by someone else just now; try again")
         return True
     if _user_of(existing) != user:
         raise TfhelmError(f"namespace {ns} exists but is not the workspace of user {user} "
-                          f"(no label {users.USER_LABEL}={user}); remove it or pick another name")
+                          f"(no label {rules.USER_LABEL}={user}); remove it or pick another name")
     if _terminating(existing):
         raise TfhelmError(f"namespace {ns} is still being deleted; try again once it is gone")
-    _api(f"namespace {ns}", lambda: kube.core.patch_namespace(ns, {"metadata": {"labels": labels}}))
+    kube.label_namespace(ns, labels)
     return False
 
 
 def _ensure_token(kube: Kube, ns: str, user: str) -> bool:
     """Create the login token Secret unless it exists; True when this call created it."""
-    name = users.token_secret()
-    if _api(f"secret {ns}/{name}", lambda: kube.core.read_namespaced_secret(name, ns)) is not None:
+    name = rules.token_secret()
+    if kube.read_secret(ns, name) is not None:
         return False
-    body = client.V1Secret(
-        metadata=client.V1ObjectMeta(name=name, labels={users.USER_LABEL: user, **users.MANAGED_BY}),
-        type="Opaque", string_data={users.TOKEN_KEY: secrets.token_urlsafe(32)})
-    _api(f"secret {ns}/{name}", lambda: kube.core.create_namespaced_secret(ns, body))
-    return True
+    return kube.create_secret(ns, {
+        "apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+        "metadata": {"name": name, "labels": {rules.USER_LABEL: user, **rules.MANAGED_BY}},
+        "stringData": {rules.TOKEN_KEY: secrets.token_urlsafe(32)}})
 
 
 def remove(user: str, helm: Helm, kube: Kube, purge: bool = False,
@@ -211,28 +211,28 @@ def remove(user: str, helm: Helm, kube: Kube, purge: bool = False,
     keeps them) stay unless `purge` (which deletes the namespace with everything in it, TF
     clusters too), so whatever still runs there stays isolated. False when the user has no
     workspace."""
-    ns = users.user_namespace(user)
-    existing = _api(f"namespace {ns}", lambda: kube.core.read_namespace(ns))
+    ns = rules.user_namespace(user)
+    existing = kube.read_namespace(ns)
     if existing is None or _user_of(existing) != user or _terminating(existing):
         return False
-    if helm.uninstall(users.RELEASE, ns):
-        notify(f"uninstalled release {ns}/{users.RELEASE}")
-    name = users.token_secret()
-    if _api(f"secret {ns}/{name}", lambda: kube.core.delete_namespaced_secret(name, ns)) is not None:
+    if helm.uninstall(rules.RELEASE, ns):
+        notify(f"uninstalled release {ns}/{rules.RELEASE}")
+    name = rules.token_secret()
+    if kube.delete_secret(ns, name):
         notify(f"deleted the login token Secret {ns}/{name}")
     if purge:
-        _api(f"namespace {ns}", lambda: kube.core.delete_namespace(ns))
+        kube.delete_namespace(ns)
         notify(f"deleting namespace {ns}: the code, logs and data volumes and all in it")
     return True
 
 
 def still_running(user: str, kube: Kube) -> list[str]:
     """What still runs in a user's namespace: TF clusters by name, other pods counted."""
-    ns = users.user_namespace(user)
-    pods = _api(f"pods of {ns}", lambda: kube.core.list_namespaced_pod(ns)).items
-    live = [p for p in pods if p.status.phase in ("Pending", "Running") and not p.metadata.deletion_timestamp]
-    clusters = sorted({(p.metadata.labels or {}).get(CLUSTER_LABEL) for p in live} - {None})
-    others = sum(1 for p in live if CLUSTER_LABEL not in (p.metadata.labels or {}))
+    ns = rules.user_namespace(user)
+    live = [p for p in kube.pods(ns)
+            if (p.get("status") or {}).get("phase") in ("Pending", "Running") and not _gone(p)]
+    clusters = sorted({_labels(p).get(CLUSTER_LABEL) for p in live} - {None})
+    others = sum(1 for p in live if CLUSTER_LABEL not in _labels(p))
     return [f"TF cluster {c}" for c in clusters] + ([f"{others} other pod(s)"] if others else [])
 
 
@@ -245,12 +245,12 @@ class Urls:
 
 def urls(user: str, kube: Kube) -> Urls:
     """Where the user's notebook (with its login token), TensorBoard and files answer."""
-    ns = users.user_namespace(user)
-    name = users.token_secret()
-    secret = _api(f"secret {ns}/{name}", lambda: kube.core.read_namespaced_secret(name, ns))
-    if secret is None or users.TOKEN_KEY not in (secret.data or {}):
+    ns = rules.user_namespace(user)
+    name = rules.token_secret()
+    data = (kube.read_secret(ns, name) or {}).get("data") or {}
+    if rules.TOKEN_KEY not in data:
         raise SpecError("NAME", f"no login token in secret {ns}/{name}", f"add the user with `tfhelm user add {user}`")
-    token = base64.b64decode(secret.data[users.TOKEN_KEY]).decode()
+    token = base64.b64decode(data[rules.TOKEN_KEY]).decode()
     notebook, tensorboard = _url(kube, ns, "notebook"), _url(kube, ns, "tensorboard")
     return Urls(notebook=notebook and f"{notebook}?token={token}",
                 tensorboard=tensorboard and (f"{tensorboard}?token={token}"
@@ -260,42 +260,41 @@ def urls(user: str, kube: Kube) -> Urls:
 
 def _behind_login(kube: Kube, ns: str) -> bool:
     """Does TensorBoard run behind its login proxy (`tensorboard.auth.enabled`)?"""
-    name = users.component_name("tensorboard")
-    d = _api(f"deployment {ns}/{name}", lambda: kube.apps.read_namespaced_deployment(name, ns))
-    return bool(d) and any(c.name == "auth" for c in d.spec.template.spec.containers)
+    name = rules.component_name("tensorboard")
+    d = kube.read_deployment(ns, name)
+    return bool(d) and any(c["name"] == "auth" for c in d["spec"]["template"]["spec"]["containers"])
 
 
 def _url(kube: Kube, ns: str, component: str) -> str | None:
     """An Ingress host, else a load balancer, else the node port on the pod's node
     (externalTrafficPolicy: Local), else the in-cluster Service address."""
-    name = users.component_name(component)
-    ingress = _api(f"ingress {ns}/{name}",
-                   lambda: client.NetworkingV1Api(kube.api).read_namespaced_ingress(name, ns))
-    host = ingress and ingress.spec.rules and ingress.spec.rules[0].host
+    name = rules.component_name(component)
+    ingress = (kube.read_ingress(ns, name) or {}).get("spec") or {}
+    host = ingress.get("rules") and ingress["rules"][0].get("host")
     if host:
-        tls = any(host in (t.hosts or []) for t in ingress.spec.tls or [])
+        tls = any(host in (t.get("hosts") or []) for t in ingress.get("tls") or [])
         return f"{'https' if tls else 'http'}://{host}/"
-    svc = _api(f"service {ns}/{name}", lambda: kube.core.read_namespaced_service(name, ns))
+    svc = kube.read_service(ns, name)
     if svc is None:
         return None
-    port = svc.spec.ports[0]
-    balancers = (svc.status.load_balancer and svc.status.load_balancer.ingress) or []
-    if svc.spec.type == "LoadBalancer" and balancers:
-        return f"http://{balancers[0].ip or balancers[0].hostname}:{port.port}/"
-    if svc.spec.type in ("NodePort", "LoadBalancer"):
-        return f"http://{_pod_node_address(kube, ns, name, svc.spec.selector)}:{port.node_port}/"
-    return f"http://{name}.{ns}.svc:{port.port}/"
+    spec, port = svc["spec"], svc["spec"]["ports"][0]
+    balancers = ((svc.get("status") or {}).get("loadBalancer") or {}).get("ingress") or []
+    if spec.get("type") == "LoadBalancer" and balancers:
+        return f"http://{balancers[0].get('ip') or balancers[0].get('hostname')}:{port['port']}/"
+    if spec.get("type") in ("NodePort", "LoadBalancer"):
+        address = _pod_node_address(kube, ns, name, spec.get("selector") or {})
+        return f"http://{address}:{port['nodePort']}/"
+    return f"http://{name}.{ns}.svc:{port['port']}/"
 
 
 def _pod_node_address(kube: Kube, ns: str, name: str, selector: dict[str, str]) -> str:
-    sel = ",".join(f"{k}={v}" for k, v in selector.items())
-    pods = _api(f"pods of {ns}/{name}", lambda: kube.core.list_namespaced_pod(ns, label_selector=sel))
-    nodes = [p.spec.node_name for p in pods.items if p.spec.node_name and not p.metadata.deletion_timestamp]
+    nodes = [p["spec"]["nodeName"] for p in kube.pods(ns, _selector(selector))
+             if p["spec"].get("nodeName") and not _gone(p)]
     if not nodes:
         raise TfhelmError(f"{ns}/{name}: no pod is scheduled yet, and its node port answers only on "
                           f"the pod's node; see `kubectl -n {ns} get pods`")
-    node = _api(f"node {nodes[0]}", lambda: kube.core.read_node(nodes[0]))
-    addresses = {a.type: a.address for a in (node and node.status.addresses) or []}
+    node = kube.read_node(nodes[0]) or {}
+    addresses = {a["type"]: a["address"] for a in (node.get("status") or {}).get("addresses") or []}
     for kind in ("ExternalIP", "InternalIP", "Hostname"):
         if addresses.get(kind):
             return addresses[kind]
@@ -312,14 +311,13 @@ class UserRow:
 def list_users(kube: Kube) -> list[UserRow]:
     """Every user namespace tfhelm made, and the state of its workspace."""
     rows = []
-    for ns in _api("namespaces", lambda: kube.core.list_namespace(label_selector=_OURS)).items:
-        name = ns.metadata.name
+    for ns in kube.namespaces(_OURS):
+        name = ns["metadata"]["name"]
         if _terminating(ns):
             state = "being deleted"
         else:
-            deps = _api(f"deployments of {name}", lambda: kube.apps.list_namespaced_deployment(
-                name, label_selector=f"app.kubernetes.io/instance={users.RELEASE}")).items
-            ready = sum((d.status.ready_replicas or 0) >= (d.spec.replicas or 0) for d in deps)
+            deps = kube.deployments(name, f"app.kubernetes.io/instance={rules.RELEASE}")
+            ready = sum(not _short(d, "readyReplicas") for d in deps)
             state = ("removed (volumes kept)" if not deps else
                      "ready" if ready == len(deps) else f"starting ({ready}/{len(deps)} ready)")
         rows.append(UserRow(_user_of(ns), name, state))

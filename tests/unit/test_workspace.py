@@ -1,0 +1,293 @@
+import base64
+from decimal import Decimal
+
+import pytest
+
+from tfhelm.errors import AdmissionRefused, ClusterUnreachable, Forbidden, SpecError, TfhelmError
+from tfhelm.kube import CLUSTER_LABEL, Kube
+from tfhelm.workspace import actions, rules
+from tfhelm.workspace.rules import UserOptions, cluster_values_for_user, compute_user_values
+
+from .fake_apiserver import FakeApiServer, served
+
+
+def test_namespace_and_names():
+    assert rules.user_namespace("alice") == "tfhelm-user-alice"
+    assert rules.files_url("alice") == "http://user-env-files.tfhelm-user-alice.svc:8080/"
+    assert rules.claim_name("logs") == "user-env-logs" and rules.token_secret() == "user-env-notebook-token"
+    assert len(rules.user_namespace("a" * rules.MAX_USER)) == 63
+
+
+def test_namespace_enforces_restricted_and_names_the_user():
+    labels = rules.namespace_labels("alice")
+    assert labels["pod-security.kubernetes.io/enforce"] == "restricted"
+    assert labels["pod-security.kubernetes.io/warn"] == labels["pod-security.kubernetes.io/audit"] == "restricted"
+    assert labels[rules.USER_LABEL] == "alice"
+
+
+@pytest.mark.parametrize("name", ["Alice", "1bob", "a_b", "-a", "a-", "", "a" * (rules.MAX_USER + 1)])
+def test_bad_user_names(name):
+    with pytest.raises(SpecError) as exc:
+        rules.user_namespace(name)
+    assert exc.value.field == "NAME"
+
+
+def test_options_become_values_without_a_token():
+    v = compute_user_values(UserOptions("alice", storage_class="nfs-client", quota_cpu="8",
+                                        quota_memory="32Gi", node_port=30088, tensorboard_node_port=30089))
+    assert v == {"userName": "alice", "storage": {"storageClassName": "nfs-client"},
+                 "quota": {"cpu": "8", "memory": "32Gi"},
+                 "notebook": {"service": {"nodePort": 30088}},
+                 "tensorboard": {"service": {"nodePort": 30089}}}
+    assert compute_user_values(UserOptions("bob")) == {"userName": "bob"}
+
+
+@pytest.mark.parametrize("opts,field", [
+    (UserOptions("a", quota_cpu="8 cores"), "--quota-cpu"),
+    (UserOptions("a", quota_memory="-1Gi"), "--quota-memory"),
+    (UserOptions("a", node_port=8888), "--node-port"),
+    (UserOptions("a", tensorboard_node_port=40000), "--tensorboard-node-port"),
+    (UserOptions("a", node_port=30000, tensorboard_node_port=30000), "--tensorboard-node-port"),
+    (UserOptions("a", storage_class="Fast SSD"), "--storage-class"),
+    (UserOptions("a", quota_cpu="300m"), "--quota-cpu"),  # less than the workspace's own pods
+    (UserOptions("a", quota_memory="1Gi"), "--quota-memory"),
+])
+def test_bad_options_name_the_field(opts, field):
+    with pytest.raises(SpecError) as exc:
+        compute_user_values(opts)
+    assert exc.value.field == field
+
+
+def test_the_workspace_requests_are_summed_from_the_chart():
+    # notebook, TensorBoard, its login proxy, the file server
+    assert rules.workspace_requests("cpu") == Decimal("0.36")
+    assert rules.workspace_requests("memory") == (1024 + 512 + 32 + 64) * 2**20
+    with pytest.raises(SpecError, match=r"300m is less than the workspace itself requests \(0.36\)"):
+        compute_user_values(UserOptions("a", quota_cpu="300m"))
+    with pytest.raises(SpecError, match=r"requests \(1632Mi\)"):
+        compute_user_values(UserOptions("a", quota_memory="1Gi"))
+
+
+def test_cluster_values_wire_the_users_volumes():
+    assert cluster_values_for_user("alice", None) == {
+        "storage": {"logs": {"existingClaim": "user-env-logs"}, "data": {"existingClaim": "user-env-data"}}}
+
+
+@pytest.mark.parametrize("script,url,name", [
+    ("train.py", "train.py", "train.py"),
+    ("./models/train.py", "models/train.py", "train.py"),
+    ("my models/train v2.py", "my%20models/train%20v2.py", "train v2.py"),
+])
+def test_relative_script_is_downloaded_from_the_users_file_server(script, url, name):
+    code = cluster_values_for_user("alice", script)["code"]
+    assert code == {"source": "url", "url": "http://user-env-files.tfhelm-user-alice.svc:8080/" + url,
+                    "script": name}
+
+
+def test_urls_and_image_paths_are_taken_as_tfhelm_up_takes_them():
+    assert cluster_values_for_user("a", "https://x.example/t.py")["code"]["url"] == "https://x.example/t.py"
+    assert cluster_values_for_user("a", "/opt/app/train.py")["code"] == {"source": "image",
+                                                                         "script": "/opt/app/train.py"}
+
+
+@pytest.mark.parametrize("script", ["../secret.py", "models/", ".hidden/train.py", "a/.env", ""])
+def test_bad_code_volume_paths(script):
+    with pytest.raises(SpecError) as exc:
+        cluster_values_for_user("alice", script)
+    assert exc.value.field == "--script"
+
+
+# --- actions against the real Kube on an API server in memory ----------------------------
+
+class WorkspaceKube(Kube):
+    """The real Kube on a FakeApiServer; what goes through discovery and server-side apply
+    (the dynamic client) is answered here: the cluster serves the policy and enforces it."""
+
+    def __init__(self, server: FakeApiServer):
+        super().__init__(api=server)
+        self.server, self.applied = server, []
+
+    def ping(self):
+        return "v1.36.3"
+
+    def serves(self, obj):
+        return True
+
+    def apply(self, obj, namespace=None):
+        self.applied.append(obj)
+
+    def dry_run_apply(self, namespace, objects):
+        [probe] = objects
+        raise AdmissionRefused(namespace, probe["kind"], probe["metadata"]["name"],
+                               f"ValidatingAdmissionPolicy '{actions.POLICY}' with binding denied request")
+
+
+class FakeHelm:
+    def __init__(self, fail: bool = False):
+        self.fail, self.installed = fail, {}
+
+    def template(self, release, values, namespace, chart):
+        return []
+
+    def install_or_upgrade(self, release, values, namespace, chart, wait=True):
+        if self.fail:
+            raise TfhelmError("install failed")
+        self.installed[(namespace, release)] = (chart, values)
+
+    def uninstall(self, release, namespace, wait=True):
+        return self.installed.pop((namespace, release), None) is not None
+
+
+NS = "/api/v1/namespaces/tfhelm-user-alice"
+TOKEN = f"{NS}/secrets/{rules.token_secret()}"
+
+
+def token_of(server: FakeApiServer) -> str:
+    return base64.b64decode(server.objects[TOKEN]["data"]["token"]).decode()
+
+
+def test_add_makes_namespace_and_token_and_never_passes_the_token_to_helm():
+    kube, helm = WorkspaceKube(FakeApiServer()), FakeHelm()
+    actions.add(UserOptions("alice"), helm, kube)
+    # The cluster-wide fence on Services comes first: the policy and its binding.
+    assert [(o["kind"], o["metadata"]["name"]) for o in kube.applied] == [
+        ("ValidatingAdmissionPolicy", actions.POLICY), ("ValidatingAdmissionPolicyBinding", actions.POLICY)]
+    assert kube.server.objects[NS]["metadata"]["labels"] == rules.namespace_labels("alice")
+    token = token_of(kube.server)
+    assert len(token) >= 40
+    chart, values = helm.installed[("tfhelm-user-alice", rules.RELEASE)]
+    assert chart == "user-env" and token not in repr(values)
+    actions.add(UserOptions("alice", quota_cpu="2"), helm, kube)  # again: upgrade
+    assert token_of(kube.server) == token
+
+
+def test_failed_first_install_leaves_no_namespace():
+    kube = WorkspaceKube(FakeApiServer())
+    with pytest.raises(TfhelmError):
+        actions.add(UserOptions("alice"), FakeHelm(fail=True), kube)
+    assert [c for c in kube.server.calls if c.startswith(("POST", "DELETE"))] == [
+        "POST /api/v1/namespaces", f"POST {NS}/secrets", f"DELETE {NS}"]
+    assert not kube.server.objects
+
+
+def test_a_failed_upgrade_deletes_only_the_token_it_made():
+    kube = WorkspaceKube(FakeApiServer())
+    kube.server.put(NS, {"metadata": {"name": "tfhelm-user-alice", "labels": rules.namespace_labels("alice")}})
+    with pytest.raises(TfhelmError):
+        actions.add(UserOptions("alice"), FakeHelm(fail=True), kube)
+    assert list(kube.server.objects) == [NS]
+
+
+def test_add_refuses_a_namespace_that_is_not_the_users():
+    kube = WorkspaceKube(FakeApiServer())
+    kube.server.put(NS, {"metadata": {"name": "tfhelm-user-alice", "labels": {"team": "x"}}})
+    with pytest.raises(TfhelmError, match="not the workspace of user alice"):
+        actions.add(UserOptions("alice"), FakeHelm(), kube)
+
+
+def test_a_refused_request_names_the_object_and_a_forbidden_one_is_exit_3():
+    kube = WorkspaceKube(FakeApiServer())
+    kube.server.refuse[f"GET {NS}"] = (403, 'namespaces "tfhelm-user-alice" is forbidden: User "bob" cannot get')
+    with pytest.raises(Forbidden, match="Namespace tfhelm-user-alice: forbidden"):
+        actions.add(UserOptions("alice"), FakeHelm(), kube)
+    kube.server.refuse[f"GET {NS}"] = (500, "etcd is gone")
+    with pytest.raises(TfhelmError, match=r"Namespace tfhelm-user-alice: the API server refused \(500\): etcd"):
+        actions.require_workspace("alice", kube)
+    kube.server.down = True
+    with pytest.raises(ClusterUnreachable):
+        actions.require_workspace("alice", kube)
+
+
+def test_remove_keeps_the_namespace_unless_purge():
+    kube, helm = WorkspaceKube(FakeApiServer()), FakeHelm()
+    actions.add(UserOptions("alice"), helm, kube)
+    notes = []
+    assert actions.remove("alice", helm, kube, notify=notes.append)
+    assert list(kube.server.objects) == [NS] and not helm.installed
+    assert notes == [f"uninstalled release tfhelm-user-alice/{rules.RELEASE}",
+                     f"deleted the login token Secret tfhelm-user-alice/{rules.token_secret()}"]
+    assert actions.remove("alice", helm, kube, purge=True)
+    assert not kube.server.objects
+    assert not actions.remove("alice", helm, kube)
+
+
+def deployment(ns: str, component: str, want: int, available: int, pod_labels: dict) -> tuple[str, dict]:
+    name = rules.component_name(component)
+    return f"/apis/apps/v1/namespaces/{ns}/deployments/{name}", {
+        "metadata": {"name": name, "labels": {"app.kubernetes.io/instance": rules.RELEASE,
+                                              "app.kubernetes.io/component": component}},
+        "spec": {"replicas": want, "selector": {"matchLabels": pod_labels},
+                 "template": {"spec": {"containers": [{"name": component}]}}},
+        "status": {"availableReplicas": available, "readyReplicas": available}}
+
+
+def pod(ns: str, name: str, labels: dict, phase: str, node: str | None = None, waiting: str | None = None):
+    statuses = [{"name": "c", "state": {"waiting": {"reason": waiting}}}] if waiting else []
+    return f"/api/v1/namespaces/{ns}/pods/{name}", {
+        "metadata": {"name": name, "labels": labels}, "spec": {"nodeName": node} if node else {},
+        "status": {"phase": phase, "containerStatuses": statuses}}
+
+
+def test_what_is_not_ready_and_what_still_runs():
+    server, ns = FakeApiServer(), "tfhelm-user-alice"
+    for path, obj in (deployment(ns, "notebook", 1, 0, {"c": "nb"}), deployment(ns, "files", 1, 1, {"c": "f"}),
+                      deployment(ns, "tensorboard", 1, 0, {"c": "tb"}),
+                      pod(ns, "nb-1", {"c": "nb"}, "Pending", "node-1", waiting="ImagePullBackOff"),
+                      pod(ns, "tb-1", {"c": "tb"}, "Pending"),
+                      pod(ns, "w-0", {CLUSTER_LABEL: "mnist"}, "Running", "node-1"),
+                      pod(ns, "done", {CLUSTER_LABEL: "old"}, "Succeeded", "node-1"),
+                      pod(ns, "mine", {}, "Running", "node-1")):
+        server.put(path, obj)
+    kube = served(server)
+    assert actions.not_ready("alice", kube) == {"notebook": "ImagePullBackOff", "tensorboard": "not scheduled yet"}
+    assert actions.still_running("alice", kube) == ["TF cluster mnist", "3 other pod(s)"]  # the workspace's too
+
+
+def test_list_users_gives_each_workspaces_state():
+    server = FakeApiServer()
+    for user, terminating in (("alice", False), ("bob", False), ("carol", True)):
+        server.put(f"/api/v1/namespaces/tfhelm-user-{user}", {
+            "metadata": {"name": f"tfhelm-user-{user}", "labels": rules.namespace_labels(user)},
+            "status": {"phase": "Terminating" if terminating else "Active"}})
+    server.put("/api/v1/namespaces/default", {"metadata": {"name": "default"}})
+    server.put(*deployment("tfhelm-user-alice", "notebook", 1, 1, {}))
+    server.put(*deployment("tfhelm-user-alice", "files", 1, 0, {}))
+    assert [(r.user, r.namespace, r.state) for r in actions.list_users(served(server))] == [
+        ("alice", "tfhelm-user-alice", "starting (1/2 ready)"), ("bob", "tfhelm-user-bob", "removed (volumes kept)"),
+        ("carol", "tfhelm-user-carol", "being deleted")]
+
+
+def test_urls_give_the_token_and_the_node_port_on_the_pods_node():
+    server, ns = FakeApiServer(), "tfhelm-user-alice"
+    kube = served(server)
+    with pytest.raises(SpecError, match="no login token"):
+        actions.urls("alice", kube)
+    server.put(TOKEN, {"metadata": {"name": rules.token_secret()}, "stringData": {"token": "s3cret"}})
+    notebook = rules.component_name("notebook")
+    server.put(f"/api/v1/namespaces/{ns}/services/{notebook}", {
+        "metadata": {"name": notebook}, "spec": {"type": "NodePort", "selector": {"c": "nb"},
+                                                 "ports": [{"port": 8888, "nodePort": 30088}]}})
+    server.put(*pod(ns, "nb-1", {"c": "nb"}, "Running", "node-1"))
+    server.put("/api/v1/nodes/node-1", {"metadata": {"name": "node-1"}, "status": {"addresses": [
+        {"type": "Hostname", "address": "node-1"}, {"type": "InternalIP", "address": "10.0.0.7"}]}})
+    tensorboard = rules.component_name("tensorboard")
+    server.put(f"/apis/networking.k8s.io/v1/namespaces/{ns}/ingresses/{tensorboard}", {
+        "metadata": {"name": tensorboard},
+        "spec": {"rules": [{"host": "tb.example"}], "tls": [{"hosts": ["tb.example"]}]}})
+    server.put(*deployment(ns, "tensorboard", 1, 1, {}))
+    server.objects[f"/apis/apps/v1/namespaces/{ns}/deployments/{tensorboard}"]["spec"]["template"]["spec"][
+        "containers"].append({"name": "auth"})
+    u = actions.urls("alice", kube)
+    assert u.notebook == "http://10.0.0.7:30088/?token=s3cret"
+    assert u.tensorboard == "https://tb.example/?token=s3cret"  # behind its login proxy
+    assert u.files is None
+
+
+def test_a_wheel_directory_on_the_users_code_volume_is_their_file_servers_url():
+    assert rules.files_dir_url("alice", "wheels", "--pip-find-links") == \
+        "http://user-env-files.tfhelm-user-alice.svc:8080/wheels/"
+    assert rules.files_dir_url("alice", "deps/wheels/", "--pip-find-links").endswith(":8080/deps/wheels/")
+    assert rules.files_dir_url("alice", "/data/wheels", "--pip-find-links") == "/data/wheels"
+    assert rules.files_dir_url("alice", "https://w.example/", "--pip-find-links") == "https://w.example/"
+    with pytest.raises(SpecError, match="--pip-find-links: '../x' is not a path on the code volume"):
+        rules.files_dir_url("alice", "../x", "--pip-find-links")

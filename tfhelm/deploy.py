@@ -13,11 +13,12 @@ release without its PS release is also what the reaper leaves once training is d
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
 from tfhelm import code_configmap, manifests, spec, training, yamlio
-from tfhelm.errors import SpecError, UsageError
+from tfhelm.errors import ClusterUnreachable, SpecError, UsageError
 from tfhelm.values import ClusterOptions, ClusterValues, cluster_values
 
 if TYPE_CHECKING:  # the clients are passed in; importing them costs the kubernetes client
@@ -160,13 +161,12 @@ def value_changes(old: dict, new: dict) -> list[str]:
             for k in sorted(set(a) | set(b)) if a.get(k, ...) != b.get(k, ...)]
 
 
-def change_of(p: Plan, rendered: dict[str, list[dict]], installed: Installed, kube: Kube) -> Change:
-    """What an upgrade would change (values, Jobs); reads the cluster, changes nothing."""
+def change_of(p: Plan, rendered: dict[str, list[dict]], installed: Installed, jobs: list) -> Change:
+    """What an upgrade would change (values, Jobs), from the releases and the cluster's Jobs."""
     old = installed.values
     workload = rendered[p.name]
     new_jobs = manifests.job_names(workload)
-    current = [training.job_row(j) for j in kube.objects(p.namespace, p.name).jobs
-               if not j.metadata.deletion_timestamp]
+    current = [training.job_row(j) for j in jobs if not j.metadata.deletion_timestamp]
     replaced = [j for j in current if j.name not in new_jobs.values()]
     olds = {k: v for k, v in (old or {}).items() if k != "components"}
     return Change(value_changes(olds, p.values) if old is not None else [], replaced, new_jobs, current)
@@ -176,9 +176,11 @@ def up(p: Plan, helm: Helm, kube: Kube, notify: Notify = lambda _: None,
              replace: bool = False) -> Change:
     """Install or upgrade both releases, without ever leaving a half-made cluster:
 
-    1. render (schema, templates); then, holding the cluster's install lock (one `up` of a
-       name at a time, tfhelm/lock.py), read what exists; a change that replaces Jobs that
-       ran or run is refused unless `replace` (their pods and status would go);
+    1. render (schema, templates) and meanwhile read what exists (the releases, the Jobs,
+       the PVCs): a bad value is refused before anything touches the cluster; then take the
+       cluster's install lock (one `up` of a name at a time, tfhelm/lock.py) as it was
+       before those reads, or take it and read again; a change that replaces Jobs that ran
+       or run is refused unless `replace` (their pods and status would go);
     2. a server-side dry run of every object: nothing changes before the API server
        admitted the whole cluster (quota, Pod Security, policies). It also names what was
        edited by hand since (drift), which the install sets back to the chart's values;
@@ -191,20 +193,25 @@ def up(p: Plan, helm: Helm, kube: Kube, notify: Notify = lambda _: None,
     5. the workload release's config ConfigMap becomes the code ConfigMap's owner (any
        uninstall, `helm uninstall` too, deletes it), and earlier code ConfigMaps go.
     """
-    import threading
-
-    from tfhelm.lock import InstallLock
+    from tfhelm import lock
 
     p, code = ship_code(p)
-    loading = threading.Thread(target=kube.load_apis, daemon=True)
-    loading.start()
-    rendered = render(p, helm)
-    loading.join()
-    kube.ping()
+    with ThreadPoolExecutor(1, thread_name_prefix="tfhelm-render") as pool:
+        rendering = pool.submit(render, p, helm)
+        try:  # meanwhile, reads only: the Lease as it is, then what the cluster has
+            kube.ping()
+            seen = lock.peek(kube, p.namespace, p.name)
+            found = _look(p, helm, kube)
+        except Exception:
+            rendering.result()  # bad input is said first
+            raise
+        rendered = rendering.result()
     made_namespace = kube.ensure_namespace(p.namespace)  # the lock lives in it
     try:
-        with InstallLock(kube, p.namespace, p.name):
-            return _install(p, code, rendered, helm, kube, notify, replace, made_namespace)
+        with lock.InstallLock(kube, p.namespace, p.name, seen) as held:
+            if not held.fenced:  # another `up` took the Lease since: look again
+                found = _look(p, helm, kube)
+            return _install(p, code, rendered, found, helm, kube, notify, replace, made_namespace)
     except Exception:
         if made_namespace:
             notify(f"removing namespace {p.namespace} again")
@@ -212,12 +219,29 @@ def up(p: Plan, helm: Helm, kube: Kube, notify: Notify = lambda _: None,
         raise
 
 
-def _install(p: Plan, code: dict | None, rendered: dict[str, list[dict]], helm: Helm, kube: Kube,
+@dataclass
+class _Found:
+    """What `up` reads of a cluster before changing it."""
+    installed: Installed
+    jobs: list  # the cluster's Jobs (JsonObjects)
+    pvcs: set[str]
+
+
+def _look(p: Plan, helm: Helm, kube: Kube) -> _Found:
+    """The cluster's releases (Helm), Jobs and PVCs, read at once."""
+    with ThreadPoolExecutor(2, thread_name_prefix="tfhelm-read") as pool:
+        jobs = pool.submit(lambda: kube.objects(p.namespace, p.name).jobs)
+        pvcs = pool.submit(kube.pvc_names, p.namespace, p.name)
+        installed = find(p.name, p.namespace, helm, field="--name")  # refuses other charts' releases
+        return _Found(installed, jobs.result(), pvcs.result())
+
+
+def _install(p: Plan, code: dict | None, rendered: dict[str, list[dict]], found: _Found, helm: Helm, kube: Kube,
              notify: Notify, replace: bool, made_namespace: bool) -> Change:
-    installed = find(p.name, p.namespace, helm, field="--name")  # refuses other charts' releases
+    installed, pvcs_before = found.installed, found.pvcs
+    change = change_of(p, rendered, installed, found.jobs)
     existing = {p.name} if installed.workload else set()
     existing |= {spec.ps_release(p.name)} if installed.ps else set()
-    change = change_of(p, rendered, installed, kube)
     rerun = replace and change.current and not (change.values or change.replaced)
     for line in [] if rerun else change.lines():
         notify(line)
@@ -227,7 +251,6 @@ def _install(p: Plan, code: dict | None, rendered: dict[str, list[dict]], helm: 
                              f"{p.namespace}/{p.name} (their pods and status go; the training "
                              "restarts from its last checkpoint); nothing was changed. Rerun with "
                              "--replace to do it, or `tfhelm down` first")
-    pvcs_before = kube.pvc_names(p.namespace, p.name)
     created: list[str] = []
     made_code = False
     try:
@@ -258,15 +281,31 @@ def _install(p: Plan, code: dict | None, rendered: dict[str, list[dict]], helm: 
             kube.delete_configmap(p.namespace, code["metadata"]["name"])
         _undo(p, helm, kube, created, pvcs_before, made_namespace, notify)
         raise
-    keep = code["metadata"]["name"] if code else None
-    if code:
-        kube.set_configmap_owner(p.namespace, keep, manifests.config_map(rendered[p.name])["metadata"]["name"])
-    for name in kube.configmap_names(p.namespace, code_configmap.selector(p.name)) - {keep}:
-        kube.delete_configmap(p.namespace, name)  # an earlier run's code: its Jobs are gone
-    stale_ps = spec.ps_release(p.name)
-    if not p.shape.ps and helm.uninstall(stale_ps, p.namespace):
-        notify(f"removed release {p.namespace}/{stale_ps} (no parameter servers any more)")
+    _tidy(p, code, rendered, installed, helm, kube, notify)
     return change
+
+
+def _tidy(p: Plan, code: dict | None, rendered: dict[str, list[dict]], installed: Installed,
+          helm: Helm, kube: Kube, notify: Notify) -> None:
+    """After the install, at once: the code ConfigMap gets its owner, an earlier run's code
+    ConfigMaps go (their Jobs are gone), and so does a PS release the cluster no longer has."""
+    keep = code["metadata"]["name"] if code else None
+
+    def own() -> None:
+        if code:
+            kube.set_configmap_owner(p.namespace, keep, manifests.config_map(rendered[p.name])["metadata"]["name"])
+
+    def sweep() -> None:
+        for name in kube.configmap_names(p.namespace, code_configmap.selector(p.name)) - {keep}:
+            kube.delete_configmap(p.namespace, name)
+
+    stale_ps = spec.ps_release(p.name)
+    with ThreadPoolExecutor(2, thread_name_prefix="tfhelm-tidy") as pool:
+        done = [pool.submit(own), pool.submit(sweep)]
+        if not p.shape.ps and installed.ps and helm.uninstall(stale_ps, p.namespace):
+            notify(f"removed release {p.namespace}/{stale_ps} (no parameter servers any more)")
+        for f in done:
+            f.result()
 
 
 def _undo(p: Plan, helm: Helm, kube: Kube, created: list[str], pvcs_before: set[str],
@@ -297,6 +336,9 @@ def down(name: str, namespace: str, helm: Helm, kube: Kube, purge: bool = False,
     # setting the owner left it ownerless).
     for configmap in kube.configmap_names(namespace, code_configmap.selector(name)):
         kube.delete_configmap(namespace, configmap)
+    from tfhelm import lock
+
+    lock.remove(kube, namespace, name)  # the install lock's Lease, released by the last `up`
     if purge:
         for pvc in kube.delete_pvcs(namespace, name):
             found = True

@@ -232,15 +232,10 @@ class Kube:
     def apps(self) -> client.AppsV1Api:
         return client.AppsV1Api(self.api)
 
-    def load_apis(self) -> None:
-        """Import the one typed API module `up` uses (the install lock's Lease API: a
-        generated module takes a while to import), so `up` does it while Helm renders."""
-        client.CoordinationV1Api  # noqa: B018 - touched for its import
-
     def ping(self) -> str:
         """The server's version, or ClusterUnreachable naming the address tried."""
         try:
-            return client.VersionApi(self.api).get_code(_request_timeout=5).git_version
+            return self.get_json("/version", timeout=5)["gitVersion"]
         except (HTTPError, ApiException, OSError) as err:
             raise ClusterUnreachable(f"{self.api.configuration.host}: {type(err).__name__}") from err
 

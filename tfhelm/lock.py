@@ -6,6 +6,12 @@ their change against the same old state, and the later would silently replace th
 one's Jobs. The second one fails at once (exit 2) naming the holder. A holder that died
 (killed, its machine gone) stops renewing: once the Lease is older than its duration the next
 `up` takes it over.
+
+Released, the Lease stays without a holder, so every take changes it: an `up` that looked
+at the Lease, then read the releases while Helm rendered, takes it as it saw it (create if
+there was none, replace at the resourceVersion it saw). If that works, no other `up` held
+it in between, and the reads stand (`fenced`); if not, it takes the Lease as usual and reads
+again. `tfhelm down` deletes it.
 """
 
 from __future__ import annotations
@@ -55,20 +61,33 @@ def expired(lease: JsonObject, now: datetime) -> bool:
     return renewed is None or renewed + timedelta(seconds=spec.lease_duration_seconds or DURATION) < now
 
 
+UNSEEN = object()  # InstallLock(seen=...): no look at the Lease before
+
+
+def peek(kube, namespace: str, cluster: str) -> dict | None:
+    """The cluster's Lease as it is now (None: there is none), to take it later as seen."""
+    return kube.read_lease(namespace, lease_name(cluster))
+
+
 class InstallLock:
     """`with InstallLock(kube, namespace, cluster):` holds the cluster's Lease, or raises
-    Locked naming who holds it. The namespace must exist."""
+    Locked naming who holds it. The namespace must exist. `seen`: the Lease as `peek` saw it
+    before reads made without the lock; `fenced` then says whether those reads stand."""
 
-    def __init__(self, kube, namespace: str, cluster: str):
+    def __init__(self, kube, namespace: str, cluster: str, seen=UNSEEN):
         self.kube = kube
         self.namespace, self.cluster = namespace, cluster
         self.name, self.me = lease_name(cluster), holder_identity()
+        self.seen, self.fenced = seen, False
         self._lease: dict | None = None  # the Lease as stored (the API's JSON)
         self._stop = threading.Event()
         self._renewer: threading.Thread | None = None
 
     def __enter__(self) -> InstallLock:
-        self._lease = self._take()
+        if self.seen is not UNSEEN:
+            self._lease = self._take_as_seen(self.seen)
+            self.fenced = self._lease is not None
+        self._lease = self._lease or self._take()
         self._renewer = threading.Thread(target=self._renew, name="tfhelm-lease", daemon=True)
         self._renewer.start()
         return self
@@ -77,8 +96,26 @@ class InstallLock:
         self._stop.set()
         if self._renewer:
             self._renewer.join()  # never a thread alive at exit
-        # Only our own: nothing is deleted if someone took it over meanwhile.
-        self.kube.delete_lease(self.namespace, self.name, self._lease["metadata"]["uid"])
+        # Released, not deleted (see above); nothing changes if someone took it over meanwhile.
+        released = {**self._lease, "spec": {"leaseDurationSeconds": DURATION}}
+        self.kube.replace_lease(self.namespace, released)
+
+    def _take_as_seen(self, seen: dict | None) -> dict | None:
+        """The Lease, if nobody took it since it was seen; None otherwise."""
+        if seen is None:
+            return self.kube.create_lease(self.namespace, self._body(_now()))
+        held, now = JsonObject(seen), _now()
+        self._refuse_if_held(held, now)
+        return self.kube.replace_lease(self.namespace, self._body(now, held.metadata.resource_version))
+
+    def _refuse_if_held(self, held: JsonObject, now: datetime) -> None:
+        if held.spec.holder_identity and not expired(held, now):
+            since = held.spec.acquire_time
+            raise Locked(f"--name: another `tfhelm up` of {self.namespace}/{self.cluster} is installing "
+                         f"(held by {held.spec.holder_identity}"
+                         + (f" since {since:%H:%M:%S} UTC" if since else "") + "); nothing was changed. "
+                         f"Run it again once that one is done (a holder that died frees it within "
+                         f"{held.spec.lease_duration_seconds or DURATION}s)")
 
     def _body(self, now: datetime, resource_version: str | None = None) -> dict:
         labels = {CLUSTER_LABEL: self.cluster, "app.kubernetes.io/managed-by": "tfhelm"}
@@ -94,17 +131,11 @@ class InstallLock:
         if made is not None:
             return made
         found = self.kube.read_lease(self.namespace, self.name)
-        if found is None:  # released meanwhile
+        if found is None:  # deleted meanwhile (`tfhelm down`)
             return self._take()
         held, now = JsonObject(found), _now()
-        if not expired(held, now):
-            since = held.spec.acquire_time
-            raise Locked(f"--name: another `tfhelm up` of {self.namespace}/{self.cluster} is installing "
-                         f"(held by {held.spec.holder_identity}"
-                         + (f" since {since:%H:%M:%S} UTC" if since else "") + "); nothing was changed. "
-                         f"Run it again once that one is done (a holder that died frees it within "
-                         f"{held.spec.lease_duration_seconds or DURATION}s)")
-        # A dead holder's: replace it, unless someone else just did (or it is gone).
+        self._refuse_if_held(held, now)
+        # Free (released, or a dead holder's): replace it, unless someone else just did.
         taken = self.kube.replace_lease(self.namespace, self._body(now, held.metadata.resource_version))
         return taken if taken is not None else self._take()
 
@@ -115,3 +146,10 @@ class InstallLock:
                 self._lease = self.kube.replace_lease(self.namespace, lease) or self._lease
             except TfhelmError:
                 pass  # tried again in RENEW_EVERY; the install itself reports a lost API server
+
+
+def remove(kube, namespace: str, cluster: str) -> None:
+    """Delete the cluster's Lease unless an `up` holds it (`tfhelm down`)."""
+    found = kube.read_lease(namespace, lease_name(cluster))
+    if found is not None and not (found.get("spec") or {}).get("holderIdentity"):
+        kube.delete_lease(namespace, lease_name(cluster), found["metadata"]["uid"])

@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 import yaml
-from kubernetes import config as kconfig
+from kubernetes import client, config as kconfig
 
 from tfhelm.chart import chart_path
 from tfhelm.helm import helm_executable
@@ -149,6 +149,9 @@ def test_status_summarizes_a_cluster_larger_than_the_full_listing(namespace, cor
         "labels": {"tfhelm.io/kwok-fail": "true"}, "annotations": {"tfhelm.io/kwok-complete-after": "100ms"}}})
     wait_for(lambda: core.read_namespaced_pod(victim.metadata.name, namespace).status.phase == "Failed", 60,
              what="worker 7 failed")
+    batch, job = client.BatchV1Api(core.api_client), job_of(namespace, "big", "worker")
+    wait_for(lambda: batch.read_namespaced_job(job, namespace).status.failed, 60,
+             what="the Job controller's count of the failure")  # a moment after the pod's phase
 
     lines = tfhelm("status", "big", "-n", namespace).stdout.splitlines()
     assert lines[0].startswith(f"job {job_of(namespace, 'big', 'worker')}: 0/24 succeeded, 1 failed"), lines

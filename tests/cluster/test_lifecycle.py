@@ -348,7 +348,7 @@ def test_up_holds_a_lease_and_a_second_up_names_its_holder(namespace, api_client
         for ev in w.stream(leases.list_namespaced_lease, namespace, field_selector=f"metadata.name=tfhelm-up-{name}",
                            timeout_seconds=120):
             seen.append((ev["type"], ev["object"].spec.holder_identity))
-            if ev["type"] == "DELETED":
+            if ev["type"] == "MODIFIED" and not ev["object"].spec.holder_identity:
                 w.stop()
     watcher = threading.Thread(target=watch, daemon=True)
     watcher.start()
@@ -357,13 +357,14 @@ def test_up_holds_a_lease_and_a_second_up_names_its_holder(namespace, api_client
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     assert first.wait(300) == 0, first.stderr.read()
     watcher.join(120)
-    # Taken by that process for its install, and released at its end.
-    assert seen[0][0] == "ADDED" and seen[0][1].endswith(f" pid {first.pid}") and seen[-1][0] == "DELETED", seen
+    # Taken by that process for its install, and released (no holder) at its end.
+    assert seen[0][0] == "ADDED" and seen[0][1].endswith(f" pid {first.pid}") and seen[-1] == ("MODIFIED", None), seen
 
     now = datetime.now(timezone.utc)
-    held = client.V1Lease(metadata=client.V1ObjectMeta(name=f"tfhelm-up-{name}"), spec=client.V1LeaseSpec(
-        holder_identity="alice@laptop pid 4242", lease_duration_seconds=30, acquire_time=now, renew_time=now))
-    leases.create_namespaced_lease(namespace, held)
+    held = leases.read_namespaced_lease(f"tfhelm-up-{name}", namespace)
+    held.spec = client.V1LeaseSpec(holder_identity="alice@laptop pid 4242", lease_duration_seconds=30,
+                                   acquire_time=now, renew_time=now)
+    leases.replace_namespaced_lease(f"tfhelm-up-{name}", namespace, held)
     refused = tfhelm(*base, "--workers", "2", code=2)
     assert "another `tfhelm up` of" in said(refused) and "alice@laptop pid 4242" in said(refused)
     assert "nothing was changed" in said(refused)
@@ -374,6 +375,8 @@ def test_up_holds_a_lease_and_a_second_up_names_its_holder(namespace, api_client
     stale.spec.renew_time = stale.spec.acquire_time = now - timedelta(minutes=5)
     leases.replace_namespaced_lease(f"tfhelm-up-{name}", namespace, stale)
     tfhelm(*base)
+    assert not leases.read_namespaced_lease(f"tfhelm-up-{name}", namespace).spec.holder_identity, "released"
+    tfhelm("down", name, "-n", namespace)  # and `down` takes the released Lease away
     with pytest.raises(ApiException) as gone:
         leases.read_namespaced_lease(f"tfhelm-up-{name}", namespace)
     assert gone.value.status == 404

@@ -58,7 +58,11 @@ def test_a_server_that_does_not_answer_is_unreachable():
 LEASE = f"/apis/coordination.k8s.io/v1/namespaces/ns/leases/{lock.lease_name('c')}"
 
 
-def test_one_up_at_a_time_and_the_lease_goes_with_its_holder():
+def released(server) -> bool:
+    return not server.objects[LEASE]["spec"].get("holderIdentity")
+
+
+def test_one_up_at_a_time_and_the_lease_is_released_with_its_holder():
     server = FakeApiServer()
     kube = served(server)
     with lock.InstallLock(kube, "ns", "c"):
@@ -71,6 +75,10 @@ def test_one_up_at_a_time_and_the_lease_goes_with_its_holder():
         assert server.objects[LEASE] is held, "the second one changed nothing"
         with lock.InstallLock(kube, "ns", "other"):  # another cluster: another Lease
             pass
+    assert released(server)
+    with lock.InstallLock(kube, "ns", "c"):  # a released Lease is free
+        assert not released(server)
+    lock.remove(kube, "ns", "c")  # `tfhelm down`
     assert LEASE not in server.objects
 
 
@@ -82,7 +90,28 @@ def test_a_dead_holders_lease_is_taken_over():
                                 "acquireTime": long_ago, "renewTime": long_ago}})
     with lock.InstallLock(served(server), "ns", "c"):
         assert server.objects[LEASE]["spec"]["holderIdentity"] == lock.holder_identity()
-    assert LEASE not in server.objects
+    assert released(server)
+
+
+def test_reads_made_before_the_lock_stand_only_if_nobody_took_it_since():
+    """`up` peeks at the Lease, reads the cluster meanwhile Helm renders, then takes the
+    Lease as it saw it: fenced when nobody took it in between, else it must read again."""
+    server = FakeApiServer()
+    kube = served(server)
+    seen = lock.peek(kube, "ns", "c")
+    assert seen is None
+    with lock.InstallLock(kube, "ns", "c", seen) as held:
+        assert held.fenced
+    seen = lock.peek(kube, "ns", "c")  # released: it stays, without a holder
+    with lock.InstallLock(kube, "ns", "c"):  # another `up` comes and goes in between
+        pass
+    with lock.InstallLock(kube, "ns", "c", seen) as held:
+        assert not held.fenced and not released(server), "held all the same, but the reads must be redone"
+    seen = lock.peek(kube, "ns", "c")
+    with lock.InstallLock(kube, "ns", "c"):  # held when it is taken as seen: refused, as ever
+        with pytest.raises(lock.Locked):
+            with lock.InstallLock(kube, "ns", "c", seen):
+                pass
 
 
 def test_the_lease_is_renewed_while_held_and_one_taken_over_is_left_to_its_new_holder(monkeypatch):

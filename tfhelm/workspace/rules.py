@@ -14,7 +14,6 @@ from decimal import Decimal
 from pathlib import PurePosixPath
 from urllib.parse import quote, urlparse
 
-from kubernetes.utils import parse_quantity
 
 from tfhelm import contract, spec, yamlio
 from tfhelm.chart import chart_path, default_values
@@ -131,6 +130,14 @@ def compute_user_values(opts: UserOptions) -> dict:
         raise SpecError("--tensorboard-node-port", "is the same as --node-port",
                         "each Service needs its own node port")
     return v
+
+
+def parse_quantity(value) -> Decimal:
+    """Kubernetes' quantity rule (the client's own), imported only when a quota is given:
+    every cluster command reads this module, and the client takes a while to import."""
+    from kubernetes.utils import parse_quantity as parse
+
+    return parse(value)
 
 
 def _quota(resource: str, value: str) -> str:

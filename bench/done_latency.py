@@ -7,7 +7,7 @@ Against the local cluster (tfhelm_dev.localcluster; started with enough kwok nod
 not running, and stopped again). For each worker count N it installs a cluster the way
 `tfhelm up` does (PS release + workload release) with workers that run until the bench
 completes them, lets them all run, then starts in this process the reaper (grace 1 h: it
-only decides) and `up --wait`'s wait (tfhelm.progress.wait_for_training), and completes
+only decides) and `up --wait`'s wait (tfhelm.cluster.progress.wait_for_training), and completes
 every worker at once (kwok re-reads the pods' delay annotation). Moments are seen by
 separate, uncounted watches on the worker pods and the Job, in this process.
 
@@ -35,12 +35,12 @@ sys.path.insert(0, os.environ.get("TFHELM_SRC") or str(REPO))
 from kubernetes import client, watch  # noqa: E402
 from rich.console import Console  # noqa: E402
 
-from tfhelm import deploy, progress  # noqa: E402
+from tfhelm.cluster import deploy, progress  # noqa: E402
+from tfhelm.cluster.spec import Shape  # noqa: E402
+from tfhelm.cluster.values import ClusterOptions  # noqa: E402
 from tfhelm.helm import Helm  # noqa: E402
 from tfhelm.kube import Kube, load_config  # noqa: E402
 from tfhelm.reaper import KubeReapClient, ReapConfig, Reaper  # noqa: E402
-from tfhelm.spec import Shape  # noqa: E402
-from tfhelm.values import ClusterOptions  # noqa: E402
 from tfhelm_dev import localcluster  # noqa: E402
 from reaper_latency import wait  # noqa: E402  (bench/ is on the path: scripts run from it)
 

@@ -38,12 +38,12 @@ sys.path.insert(0, str(REPO))
 
 from kubernetes import client, watch  # noqa: E402
 
-from tfhelm import deploy  # noqa: E402
-from tfhelm_dev import localcluster  # noqa: E402
+from tfhelm.cluster import deploy  # noqa: E402
+from tfhelm.cluster.values import ClusterOptions  # noqa: E402
 from tfhelm.helm import Helm, helm_executable  # noqa: E402
 from tfhelm.kube import Kube, load_config  # noqa: E402
 from tfhelm.reaper import KubeReapClient, ReapConfig, Reaper  # noqa: E402
-from tfhelm.values import ClusterOptions  # noqa: E402
+from tfhelm_dev import localcluster  # noqa: E402
 
 HELM_WRAPPER = """#!/bin/sh
 # helm, counting its API requests: klog at -v=6 logs one "Response" line per request.

@@ -19,7 +19,7 @@ from urllib3.exceptions import HTTPError
 from tfhelm.contract import CLUSTER_LABEL, ROLE_LABEL
 from tfhelm.errors import (AdmissionRefused, ClusterUnreachable, SpecError, TfhelmError, TimedOut,
                            access_denied, api_error, api_message)
-from tfhelm.spec import validate_namespace
+from tfhelm.cluster.spec import validate_namespace
 
 # Items per page of a raw list: one page is in memory at a time (100 pods: ~1 MB of JSON;
 # at 500 the peak RSS of `status` at 1,024 pods was 107 MiB, at 100 it is 64 MiB, same CPU).

@@ -104,7 +104,7 @@ def log(msg: str, environ=None) -> None:
 
 def json_line(level: str, logger: str, msg: str, **fields) -> str:
     """One log record as a line of JSON (UTC time, milliseconds); empty fields left out. The
-    reaper writes the same shape (tfhelm.reaping imports this)."""
+    reaper writes the same shape (tfhelm.reaper.console imports this)."""
     now = time.time()
     ts = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now)) + f".{int(now % 1 * 1000):03d}Z"
     record = {"ts": ts, "level": level, "logger": logger,

@@ -3,8 +3,8 @@ import subprocess
 import pytest
 
 from tfhelm.chart import chart_path
+from tfhelm.cluster.manifests import render as render_values
 from tfhelm.helm import helm_executable
-from tfhelm.manifests import render as render_values
 
 
 def helm(*args: str, stdin: str = "") -> subprocess.CompletedProcess:

@@ -1,4 +1,4 @@
-"""The chart's `_helpers-names.tpl` and tfhelm/spec.py must agree: every pod's TF_CONFIG
+"""The chart's `_helpers-names.tpl` and tfhelm/cluster/spec.py must agree: every pod's TF_CONFIG
 as rendered by Helm equals `tfhelm tfconfig` for the same shape."""
 
 import json
@@ -7,9 +7,9 @@ import re
 import pytest
 from typer.testing import CliRunner
 
-from tfhelm import manifests, spec
 from tfhelm.chart import default_values
 from tfhelm.cli import app
+from tfhelm.cluster import manifests, spec
 from tfhelm.errors import RenderError, SpecError
 from tests.helpers.pods import task_tf_configs
 

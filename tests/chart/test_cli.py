@@ -6,8 +6,8 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from tfhelm import manifests
 from tfhelm.cli import app
+from tfhelm.cluster import manifests
 from tests.helpers.pods import task_tf_configs
 
 runner = CliRunner()

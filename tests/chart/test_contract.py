@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from tfhelm import contract
+from tfhelm.cluster.values import is_configmap_key
 from tfhelm.errors import RenderError, SpecError
-from tfhelm.values import is_configmap_key
 from tfhelm.workspace import rules
 
 from .conftest import render
@@ -73,7 +73,7 @@ def test_a_storage_class_name_is_a_dns_subdomain_for_the_chart_and_the_cli_alike
 
 @pytest.mark.parametrize("name", ["mnist", "a", "x-1", "1a", "a-", "A", "a_b", "a\n"])
 def test_a_cluster_name_is_a_dns_1035_label_for_the_chart_and_the_cli_alike(name):
-    from tfhelm import spec
+    from tfhelm.cluster import spec
     try:
         spec.validate_name(name)
         cli = True

@@ -13,10 +13,10 @@ import pytest
 import yaml
 
 from tfhelm.chart import chart_path
-from tfhelm.manifests import by_kind, cluster_config, job_names
+from tfhelm.cluster.manifests import by_kind, cluster_config, job_names
 from tests.helpers.pods import task_tf_configs
-from tfhelm.spec import cluster_spec
-from tfhelm.values import shape_of
+from tfhelm.cluster.spec import cluster_spec
+from tfhelm.cluster.values import shape_of
 
 from .conftest import helm, render
 

@@ -3,7 +3,7 @@ template is immutable) and both releases of a split cluster agree on every host.
 
 import pytest
 
-from tfhelm.manifests import by_kind, cluster_config, job_names
+from tfhelm.cluster.manifests import by_kind, cluster_config, job_names
 from tests.helpers.pods import task_tf_configs
 
 from .conftest import render

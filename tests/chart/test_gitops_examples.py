@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tfhelm import gitops
-from tfhelm.manifests import job_names
-from tfhelm.deploy import plan
-from tfhelm.values import ClusterOptions
+from tfhelm.cluster import gitops
+from tfhelm.cluster.deploy import plan
+from tfhelm.cluster.manifests import job_names
+from tfhelm.cluster.values import ClusterOptions
 
 from .conftest import render
 

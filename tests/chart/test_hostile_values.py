@@ -11,8 +11,8 @@ from typer.testing import CliRunner
 
 from tfhelm.chart import chart_path
 from tfhelm.cli import app
+from tfhelm.cluster.manifests import by_kind, job_names
 from tfhelm.errors import RenderError
-from tfhelm.manifests import by_kind, job_names
 from tests.helpers.pods import task_tf_configs
 
 from .conftest import helm, render

@@ -9,8 +9,8 @@ import re
 import pytest
 
 from tfhelm import launcher
+from tfhelm.cluster.manifests import by_kind, cluster_config, job_names
 from tfhelm.errors import RenderError
-from tfhelm.manifests import by_kind, cluster_config, job_names
 from tfhelm.reaper.metrics import ReaperMetrics
 
 from .conftest import helm, render

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tfhelm.manifests import by_kind
+from tfhelm.cluster.manifests import by_kind
 
 from .conftest import render
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from tfhelm.cluster.manifests import by_kind
 from tfhelm.errors import RenderError
-from tfhelm.manifests import by_kind
 
 from .conftest import helm, pod_specs, render
 

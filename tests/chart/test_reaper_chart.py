@@ -3,8 +3,8 @@
 import pytest
 
 from tfhelm.chart import chart_version
+from tfhelm.cluster.manifests import by_kind, job_names
 from tfhelm.errors import RenderError
-from tfhelm.manifests import by_kind, job_names
 
 from .conftest import kinds, render
 

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tfhelm.cluster.manifests import by_kind, cluster_config, job_names
 from tfhelm.errors import RenderError
-from tfhelm.manifests import by_kind, cluster_config, job_names
 from tests.helpers.pods import task_tf_configs
 from tests.helpers.release_size import chart_files, stored_release
 

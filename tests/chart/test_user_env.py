@@ -6,12 +6,12 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from tfhelm_dev import localcluster
 from tfhelm.chart import chart_path, default_values
 from tfhelm.cli import app
+from tfhelm.cluster.manifests import by_kind
 from tfhelm.errors import RenderError
-from tfhelm.manifests import by_kind
 from tfhelm.workspace import rules
+from tfhelm_dev import localcluster
 
 from .conftest import helm, kinds, pod_specs, render
 
@@ -162,7 +162,7 @@ def test_the_platforms_prometheus_may_scrape_the_task_pods_metrics_port_only():
     spec = named(env_render({"networkPolicy": {"metricsFrom": peers}}), "NetworkPolicy", "user-env-metrics")["spec"]
     assert spec["podSelector"] == {"matchExpressions": [{"key": "tfhelm.io/cluster", "operator": "Exists"}]}
     assert spec["ingress"] == [{"ports": [{"port": "metrics", "protocol": "TCP"}], "from": peers}]
-    from tfhelm.manifests import render as render_chart
+    from tfhelm.cluster.manifests import render as render_chart
     task_pods = [m["spec"]["template"] for m in render_chart({}, "mnist", "team-a") if m["kind"] in ("Job", "Deployment")]
     assert task_pods and all("tfhelm.io/cluster" in t["metadata"]["labels"] for t in task_pods)
     assert all("metrics" in [p["name"] for c in t["spec"]["containers"] for p in c.get("ports", [])] for t in task_pods)

@@ -27,11 +27,12 @@ from kubernetes import watch as k8s_watch
 from kubernetes.client.rest import ApiException
 from typer.testing import CliRunner
 
-from tfhelm import deploy, launcher
+from tfhelm import launcher
 from tfhelm.chart import chart_path, default_values
 from tfhelm.cli import app
+from tfhelm.cluster import deploy
+from tfhelm.cluster.values import ClusterOptions
 from tfhelm.helm import Helm, helm_executable
-from tfhelm.values import ClusterOptions
 
 from .conftest import wait_for
 

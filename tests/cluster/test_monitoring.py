@@ -10,7 +10,7 @@ import subprocess
 import pytest
 import yaml
 
-from tfhelm.manifests import render
+from tfhelm.cluster.manifests import render
 
 from .conftest import wait_for
 from .test_gitops import REPO, kubectl

@@ -21,12 +21,12 @@ import yaml
 from kubernetes import client, config
 from kubernetes.client.rest import ApiException
 
-from tfhelm import deploy
-from tfhelm_dev import localcluster
 from tfhelm.chart import chart_path
+from tfhelm.cluster import deploy
+from tfhelm.cluster.values import ClusterOptions
 from tfhelm.helm import Helm, helm_executable
 from tfhelm.kube import Kube
-from tfhelm.values import ClusterOptions
+from tfhelm_dev import localcluster
 
 from .conftest import job_of, wait_for
 
@@ -392,10 +392,10 @@ def test_in_cluster_reaper_rbac_is_sufficient_and_minimal(core, apps, batch, nam
 def test_reap_of_a_missing_cluster_exits_cleanly_every_time(namespace):
     """Its watch thread is stopped and joined before the command ends: one still blocked in
     a TLS read at exit made the interpreter abort (exit 134) in some runs."""
-    from tfhelm.reaping import run_reaper
+    from tfhelm.console import err
     from tfhelm.errors import SpecError
     from tfhelm.reaper import ReapConfig
-    from tfhelm.console import err
+    from tfhelm.reaper.console import run_reaper
 
     with pytest.raises(SpecError):
         run_reaper(Kube(), namespace, "nosuch", ReapConfig(), err)

@@ -18,10 +18,10 @@ import threading
 from kubernetes import client
 from rich.console import Console
 
-from tfhelm import progress
+from tfhelm.cluster import progress
+from tfhelm.cluster.spec import Shape
+from tfhelm.cluster.training import COMPLETION_INDEX
 from tfhelm.kube import Kube
-from tfhelm.spec import Shape
-from tfhelm.training import COMPLETION_INDEX
 
 from .conftest import wait_for
 from .test_reaper import COMPLETE_AFTER, first_line, ps_objects, start_reap

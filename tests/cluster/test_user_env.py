@@ -15,12 +15,12 @@ import yaml
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from tfhelm import deploy
-from tfhelm_dev import localcluster
+from tfhelm.cluster import deploy
+from tfhelm.cluster.values import ClusterOptions
 from tfhelm.helm import Helm, helm_executable
 from tfhelm.kube import Kube
-from tfhelm.values import ClusterOptions
 from tfhelm.workspace import rules
+from tfhelm_dev import localcluster
 
 from .conftest import wait_for
 

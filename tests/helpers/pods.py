@@ -1,6 +1,6 @@
 """What the pods of a rendered release see, computed the way Kubernetes and the launcher do.
 
-Test-only: the package reads rendered releases through tfhelm.manifests (the cluster spec,
+Test-only: the package reads rendered releases through tfhelm.cluster.manifests (the cluster spec,
 Job names); these follow every pod's environment and TF_CONFIG task by task.
 """
 
@@ -11,8 +11,9 @@ import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
-from tfhelm import launcher, localrun, spec
-from tfhelm.manifests import by_kind
+from tfhelm import launcher
+from tfhelm.cluster import localrun, spec
+from tfhelm.cluster.manifests import by_kind
 
 COMPLETION_INDEX_FIELD = "metadata.annotations['batch.kubernetes.io/job-completion-index']"
 CONFIG_MOUNT = "/etc/tfhelm"

@@ -21,7 +21,7 @@ from tests.cluster.conftest import job_of
 from tests.cluster.test_localcluster import job_condition
 from tests.unit.test_launcher_metrics import parse_text
 from tfhelm.chart import chart_path
-from tfhelm.manifests import by_kind, render
+from tfhelm.cluster.manifests import by_kind, render
 
 PROMETHEUS = Path(__file__).resolve().parents[2] / "bin" / "prometheus"
 

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from tests.helpers.pods import plan_from_manifests
-from tfhelm import manifests
+from tfhelm.cluster import manifests
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"

@@ -14,8 +14,8 @@ import math
 
 import pytest
 
-from tfhelm import localrun
-from tfhelm.localrun import SCRIPT, SERVER
+from tfhelm.cluster import localrun
+from tfhelm.cluster.localrun import SCRIPT, SERVER
 
 from .helpers import (EXAMPLES, TASK_ENV, Collect, events, latest_checkpoint_step, metrics,
                       scalars, topology)
@@ -116,7 +116,7 @@ def test_in_graph_chief_restarts_against_running_servers(tmp_path):
     assert not any("evaluator" in t.tf_config["cluster"] for t in tasks)
     dirs = localrun.RunDirs(tmp_path)
     sink = Collect()
-    cluster = localrun.LocalCluster(tasks, str(EXAMPLES / "ps_in_graph.py"), args, dirs,
+    cluster = localrun.LoopbackCluster(tasks, str(EXAMPLES / "ps_in_graph.py"), args, dirs,
                                     sink=sink, base_env=TASK_ENV, grace=60)
     cluster.start()
     try:

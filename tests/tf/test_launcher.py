@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from tfhelm import launcher, spec
+from tfhelm import launcher
+from tfhelm.cluster import spec
 
 LAUNCHER = Path(launcher.__file__)
 

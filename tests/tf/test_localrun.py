@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from tfhelm import localrun, spec
-from tfhelm.localrun import SCRIPT, SERVER
+from tfhelm.cluster import localrun, spec
+from tfhelm.cluster.localrun import SCRIPT, SERVER
 
 from .helpers import alive, children, topology
 
@@ -108,7 +108,7 @@ sys.exit(what)
 @pytest.fixture
 def fake(tmp_path):
     launcher = tmp_path / "fake_launcher.py"
-    launcher.write_text(FAKE_LAUNCHER.format(tfhelm=str(Path(localrun.__file__).parent)))
+    launcher.write_text(FAKE_LAUNCHER.format(tfhelm=str(localrun.LAUNCHER.parent)))
     script = tmp_path / "behave.py"
     script.write_text(BEHAVE)
     return launcher, script

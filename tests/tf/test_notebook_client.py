@@ -8,9 +8,9 @@ import json
 
 from typer.testing import CliRunner
 
-from tfhelm import localrun, manifests, spec
 from tfhelm.chart import default_values
 from tfhelm.cli import app
+from tfhelm.cluster import localrun, manifests, spec
 
 from .helpers import EXAMPLES, TASK_ENV, Collect, events, latest_checkpoint_step, metrics, topology
 
@@ -41,7 +41,7 @@ def test_a_notebook_drives_the_servers_of_an_in_graph_cluster(tmp_path):
     chief = localrun.LocalTask("chief", 0, localrun.SCRIPT, chief_config)
 
     dirs = localrun.RunDirs(tmp_path)
-    with localrun.LocalCluster([*servers, chief], str(EXAMPLES / "ps_in_graph.py"), ARGS, dirs,
+    with localrun.LoopbackCluster([*servers, chief], str(EXAMPLES / "ps_in_graph.py"), ARGS, dirs,
                                sink=Collect(), base_env=TASK_ENV, grace=30) as cluster:
         result = cluster.wait(timeout=TIMEOUT)
     assert result.exit_code == 0 and result.returncodes["chief-0"] == 0

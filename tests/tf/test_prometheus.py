@@ -22,7 +22,7 @@ import yaml
 
 from tests.unit.test_reaper import FakeClient, job
 from tfhelm import launcher, reaper
-from tfhelm.manifests import by_kind, render
+from tfhelm.cluster.manifests import by_kind, render
 from tfhelm.reaper import ReapConfig
 from tfhelm.reaper.metrics import ReaperMetrics, serve
 

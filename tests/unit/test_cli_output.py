@@ -15,13 +15,13 @@ import yaml
 from kubernetes import client as k8s
 from typer.testing import CliRunner
 
-from tfhelm import gitops, logs, status
 from tfhelm.cli import app
-from tfhelm.deploy import plan
+from tfhelm.cluster import gitops, report, tasklogs
+from tfhelm.cluster.deploy import plan
+from tfhelm.cluster.values import ClusterOptions
 from tfhelm.errors import SpecError
 from tfhelm.kube import current_namespace, load_config
 from tfhelm.output import plain_columns
-from tfhelm.values import ClusterOptions
 
 REPO = Path(__file__).resolve().parents[2]
 CHART = {"helm.sh/chart": "tf-cluster-0.4.0"}  # every object of the tf-cluster chart
@@ -66,7 +66,7 @@ def test_cluster_rows_group_by_namespace_and_cluster():
     jobs = [job("mnist", "worker", succeeded=2, complete=True), job("big", "worker", total=8, succeeded=3),
             job("big", "chief", total=1), job("other", "worker", ns="team-b")]
     deps = [ps("mnist", 0, ready=0), ps("big", 0), ps("big", 1), ps("serving", 0)]
-    rows = {(r.namespace, r.name): r for r in status.cluster_rows(jobs, deps)}
+    rows = {(r.namespace, r.name): r for r in report.cluster_rows(jobs, deps)}
     assert set(rows) == {("team-a", "mnist"), ("team-a", "big"), ("team-b", "other"), ("team-a", "serving")}
     assert (rows["team-a", "mnist"].workers, rows["team-a", "mnist"].ps) == ("2/2", "0/1")
     assert rows["team-a", "mnist"].training == "Complete"
@@ -81,7 +81,7 @@ def test_cluster_rows_are_tf_cluster_charts_only():
     foreign.metadata.labels["helm.sh/chart"] = "spark-jobs-1.2.0"
     unlabelled = ps("web", 0)
     del unlabelled.metadata.labels["helm.sh/chart"]
-    rows = status.cluster_rows([foreign, job("mnist", "worker")], [unlabelled])
+    rows = report.cluster_rows([foreign, job("mnist", "worker")], [unlabelled])
     assert [r.name for r in rows] == ["mnist"]
 
 
@@ -90,13 +90,13 @@ def test_cluster_rows_count_the_current_generation():
     t0, t1 = datetime(2026, 1, 1, tzinfo=timezone.utc), datetime(2026, 1, 2, tzinfo=timezone.utc)
     jobs = [job("m", "worker", total=2, succeeded=2, complete=True, generation="000aaa", created=t0, deleting=True),
             job("m", "worker", total=5, succeeded=1, generation="fff111", created=t1)]  # sorts after the old one
-    (row,) = status.cluster_rows(jobs, [])
+    (row,) = report.cluster_rows(jobs, [])
     assert (row.workers, row.training) == ("1/5", "Running")
 
 
 def test_status_report_is_plain_data():
-    tasks = status.task_rows([pod("m-ps-0-y", "ps", 0), pod("m-worker-0-x", "worker", 0)])
-    data = status.report("team-a", "m", tasks, [job("m", "worker")], [ps("m", 0)], [])
+    tasks = report.task_rows([pod("m-ps-0-y", "ps", 0), pod("m-worker-0-x", "worker", 0)])
+    data = report.report("team-a", "m", tasks, [job("m", "worker")], [ps("m", 0)], [])
     assert json.loads(json.dumps(data)) == data
     assert [t["task"] for t in data["tasks"]] == ["worker:0", "ps:0"]
     assert data["tasks"][0] == {"task": "worker:0", "pod": "m-worker-0-x", "phase": "Running", "restarts": 0,
@@ -117,25 +117,25 @@ def failed_fetch(name: str, index: int, url: str = "http://files/train.py") -> d
 
 
 def test_a_failed_fetch_is_named_with_its_url_and_http_status():
-    rows = status.task_rows([failed_fetch("w0", 0), failed_fetch("w1", 1), pod("p0", "ps", 0)])
+    rows = report.task_rows([failed_fetch("w0", 0), failed_fetch("w1", 1), pod("p0", "ps", 0)])
     assert (rows[0].phase, rows[0].reason) == ("Failed", "Init:Error")
     assert rows[0].error == "fetch-code: fetch http://files/train.py: HTTP Error 404: Not Found (exit 1)"
     assert rows[2].error == ""
-    assert status.error_lines(rows) == [
+    assert report.error_lines(rows) == [
         "error of worker:0, worker:1: fetch-code: fetch http://files/train.py: HTTP Error 404: Not Found (exit 1)"]
     # The init container's log is shown; the task container never ran, so it has none.
-    assert logs.log_containers(failed_fetch("w0", 0)) == ["fetch-code"]
-    assert logs.log_containers(pod("p0", "ps", 0)) == ["tensorflow"]
+    assert tasklogs.log_containers(failed_fetch("w0", 0)) == ["fetch-code"]
+    assert tasklogs.log_containers(pod("p0", "ps", 0)) == ["tensorflow"]
     crashed = pod("w2", "worker", 2)
     crashed["status"]["containerStatuses"] = [{"name": "tensorflow", "state": {"waiting": {
         "reason": "CrashLoopBackOff"}}, "lastState": {"terminated": {"exitCode": 2}}}]
-    assert status.task_row(crashed).error == "no message (exit 2)"
-    assert logs.log_containers(crashed) == ["tensorflow"]
+    assert report.task_row(crashed).error == "no message (exit 2)"
+    assert tasklogs.log_containers(crashed) == ["tensorflow"]
 
 
 def test_log_lines_are_prefixed_and_aligned():
-    assert logs.prefixed("worker:3", "step 1\nstep 2\n", width=12) == ["[worker-3]  step 1", "[worker-3]  step 2"]
-    assert logs.prefixed("ps:0", "") == []
+    assert tasklogs.prefixed("worker:3", "step 1\nstep 2\n", width=12) == ["[worker-3]  step 1", "[worker-3]  step 2"]
+    assert tasklogs.prefixed("ps:0", "") == []
 
 
 def test_gitops_values_turn_the_reaper_on_in_the_workload_release_only():

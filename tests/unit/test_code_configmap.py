@@ -1,6 +1,6 @@
-"""Inline code out of the release (tfhelm/code_configmap.py): named by its content."""
+"""Inline code out of the release (tfhelm/cluster/code_configmap.py): named by its content."""
 
-from tfhelm import code_configmap
+from tfhelm.cluster import code_configmap
 
 
 def inline(text: str, **extra) -> dict:

@@ -12,11 +12,12 @@ from kubernetes.client.rest import ApiException
 from typer.testing import CliRunner
 from urllib3.exceptions import MaxRetryError, NewConnectionError
 
-from tfhelm import errors, reaper, spec, valueflags
+from tfhelm import errors, reaper, valueflags
+from tfhelm.cluster import spec
+from tfhelm.cluster.values import ClusterOptions, compute_values, script_values, shape_of
 from tfhelm.console import OneLineErrors, cli_errors
 from tfhelm.errors import SpecError
 from tfhelm.reaper import ReapConfig
-from tfhelm.values import ClusterOptions, compute_values, script_values, shape_of
 
 from .test_reaper import FakeClient, fast, job
 

@@ -17,8 +17,8 @@ from typer.testing import CliRunner
 from tests.unit.test_reaper import FakeClient, job
 from tfhelm import launcher, reaper
 from tfhelm.cli import app
-from tfhelm.reaping import json_record
 from tfhelm.reaper import ReapConfig
+from tfhelm.reaper.console import json_record
 
 TS = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
 TASK = {"TFHELM_CLUSTER": "mnist", "TFHELM_TASK_TYPE": "worker", "TFHELM_TASK_INDEX": "3"}

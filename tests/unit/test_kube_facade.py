@@ -6,7 +6,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from tfhelm import lock, logs
+from tfhelm.cluster import lock, tasklogs
 from tfhelm.contract import CLUSTER_LABEL, ROLE_LABEL, TASK_INDEX_LABEL
 from tfhelm.errors import ClusterUnreachable, Forbidden, TfhelmError
 
@@ -135,7 +135,7 @@ def task_pod(index: int) -> tuple[str, dict]:
     return f"/api/v1/namespaces/ns/pods/{name}", {
         "metadata": {"name": name, "labels": {CLUSTER_LABEL: "c", ROLE_LABEL: "worker", TASK_INDEX_LABEL: str(index)}},
         "spec": {"nodeName": "n"},
-        "status": {"phase": "Running", "containerStatuses": [{"name": logs.CONTAINER, "state": {"running": {}}}]}}
+        "status": {"phase": "Running", "containerStatuses": [{"name": tasklogs.CONTAINER, "state": {"running": {}}}]}}
 
 
 def test_logs_note_a_log_that_cannot_be_read_and_show_the_others():
@@ -145,7 +145,7 @@ def test_logs_note_a_log_that_cannot_be_read_and_show_the_others():
     server.objects["/api/v1/namespaces/ns/pods/c-worker-0/log"] = "step 1\nstep 2\n"
     server.refuse["GET /api/v1/namespaces/ns/pods/c-worker-1/log"] = (400, 'container "tensorflow" is waiting')
     out, notes = [], []
-    assert logs.show(served(server), "ns", "c", out.append, notes.append) == 1
+    assert tasklogs.show(served(server), "ns", "c", out.append, notes.append) == 1
     assert out == ["[worker-0] step 1", "[worker-0] step 2"]
     assert notes == [
         '[worker-1] log of pod ns/c-worker-1: the API server refused (400): container "tensorflow" is waiting',

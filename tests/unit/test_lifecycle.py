@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from tfhelm import deploy, training
+from tfhelm.cluster import deploy, training
 from tfhelm.reaper import REAP, WAIT, ReapConfig, decide
 
 from .test_reaper import T0, job

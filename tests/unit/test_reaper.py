@@ -9,7 +9,8 @@ from datetime import datetime, timezone
 import pytest
 from kubernetes import client as k8s
 
-from tfhelm import reaper, status, training
+from tfhelm import reaper
+from tfhelm.cluster import report, training
 from tfhelm.errors import SpecError, TfhelmError
 from tfhelm.reaper import GRACE, KEEP, REAP, WAIT, ReapConfig, decide
 
@@ -174,7 +175,7 @@ def test_event_names_are_deterministic():
 
 
 def test_a_clusters_values_give_the_reapers_configuration():
-    from tfhelm.values import ClusterValues
+    from tfhelm.cluster.values import ClusterValues
 
     cfg = ClusterValues.from_release({"reaper": {"grace": 5, "onFailure": "reap"}}).reaper
     assert cfg == ReapConfig(grace=5, completion="auto", on_failure="reap")
@@ -185,7 +186,7 @@ def test_reaper_lines():
                          reason="TFClusterReaped", message="gone", last_timestamp=T0)
     other = k8s.CoreV1Event(metadata=k8s.V1ObjectMeta(name="y"), involved_object=k8s.V1ObjectReference(),
                             reason="Completed", message="x", last_timestamp=T0)
-    assert status.reaper_lines([other, ev]) == ["reaper: 2026-01-01 12:00:00 TFClusterReaped: gone"]
+    assert report.reaper_lines([other, ev]) == ["reaper: 2026-01-01 12:00:00 TFClusterReaped: gone"]
 
 
 # ----------------------------------------------------------------------------- the loop

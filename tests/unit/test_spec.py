@@ -2,9 +2,9 @@ import json
 
 import pytest
 
-from tfhelm import spec
+from tfhelm.cluster import spec
+from tfhelm.cluster.spec import Shape
 from tfhelm.errors import SpecError
-from tfhelm.spec import Shape
 
 
 def test_hosts_follow_the_dns_scheme():

@@ -8,7 +8,7 @@ from datetime import datetime, timezone
 
 from kubernetes import client as k8s
 
-from tfhelm import progress, status, training
+from tfhelm.cluster import progress, report, training
 from tfhelm.kube import JsonObject
 
 from .test_cli_output import job, ps
@@ -19,7 +19,7 @@ def pod(role, index, phase="Running", restarts=0, waiting="", deleting=False, no
     state = {"waiting": {"reason": waiting}} if waiting else {"running": {}}
     meta = {"name": f"m-{role}-{index}-x", "labels": {"tfhelm.io/role": role}}
     if role == "worker":  # Indexed Job pods carry their index as an annotation
-        meta["annotations"] = {status.COMPLETION_INDEX: str(index)}
+        meta["annotations"] = {report.COMPLETION_INDEX: str(index)}
     else:
         meta["labels"]["tfhelm.io/task-index"] = str(index)
     if deleting:
@@ -36,11 +36,11 @@ def big_cluster(workers=40):
     pods[7] = pod("worker", 7, "Running", restarts=3, waiting="CrashLoopBackOff")
     pods[9] = pod("worker", 9, "Failed")
     reaper = {"metadata": {"name": "m-reaper-x", "labels": {"tfhelm.io/role": "reaper"}}, "spec": {}, "status": {}}
-    return status.task_rows([*pods, pod("ps", 1), pod("ps", 0), reaper])
+    return report.task_rows([*pods, pod("ps", 1), pod("ps", 0), reaper])
 
 
 def test_task_rows_read_the_api_json_in_task_order():
-    rows = status.task_rows([pod("ps", 0), pod("worker", 10), pod("worker", 2, deleting=True),
+    rows = report.task_rows([pod("ps", 0), pod("worker", 10), pod("worker", 2, deleting=True),
                              pod("chief", 0, "Pending", waiting="ErrImagePull")])
     assert [(r.task, r.phase, r.reason) for r in rows] == [
         ("chief:0", "Pending", "ErrImagePull"), ("worker:2", "Terminating", ""), ("worker:10", "Running", ""),
@@ -50,9 +50,9 @@ def test_task_rows_read_the_api_json_in_task_order():
 def test_phase_counts_per_role_and_the_exceptions():
     rows = big_cluster()
     assert len(rows) == 42  # the reaper's pod is no task
-    assert status.phase_counts(rows) == {"worker": {"Pending": 1, "Running": 1, "Succeeded": 37, "Failed": 1},
+    assert report.phase_counts(rows) == {"worker": {"Pending": 1, "Running": 1, "Succeeded": 37, "Failed": 1},
                                          "ps": {"Running": 2}}
-    assert [(r.task, r.phase, r.reason, r.restarts) for r in status.exceptions(rows)] == [
+    assert [(r.task, r.phase, r.reason, r.restarts) for r in report.exceptions(rows)] == [
         ("worker:5", "Pending", "ImagePullBackOff", 0), ("worker:7", "Running", "CrashLoopBackOff", 3),
         ("worker:9", "Failed", "", 0)]
 
@@ -74,7 +74,7 @@ def test_a_failed_task_shows_its_own_error_line():
     """The launcher's one-line reason, or (FallbackToLogsOnError) the log's last line; an init
     container is named; a crash before a restart counts too."""
     keras = "ImportError: Keras cannot be imported. Check that it is installed.\n"
-    rows = status.task_rows([failed("worker", 0, keras), failed("worker", 1, "step 3\nbad data\n\n", code=3),
+    rows = report.task_rows([failed("worker", 0, keras), failed("worker", 1, "step 3\nbad data\n\n", code=3),
                              failed("chief", 0, "pip could not install x: ERROR: no x\n", container="install-packages"),
                              failed("worker", 2, "", code=137)])
     assert [(r.task, r.error) for r in rows] == [
@@ -83,25 +83,25 @@ def test_a_failed_task_shows_its_own_error_line():
         ("worker:1", "bad data (exit 3)"), ("worker:2", "no message (exit 137)")]
     crashed = pod("ps", 0, restarts=1)
     crashed["status"]["containerStatuses"][0]["lastState"] = {"terminated": {"exitCode": 1, "message": "OSError: x"}}
-    assert status.task_row(crashed).error == "OSError: x (exit 1)"
-    assert status.task_row(pod("worker", 3, "Succeeded")).error == ""
+    assert report.task_row(crashed).error == "OSError: x (exit 1)"
+    assert report.task_row(pod("worker", 3, "Succeeded")).error == ""
 
 
 def test_each_distinct_error_is_shown_once_with_its_tasks(capsys):
     """Eight workers failed the same way, one of them twice (its retry); another error once."""
     same = "ModuleNotFoundError: No module named 'pandas'"
     pods = [failed("worker", i, same, name=f"w-{i}") for i in range(8)] + [failed("worker", 0, same, name="w-0b")]
-    rows = status.task_rows(pods + [failed("evaluator", 0, "ValueError: no checkpoint")])
-    assert status.error_lines(rows) == [
+    rows = report.task_rows(pods + [failed("evaluator", 0, "ValueError: no checkpoint")])
+    assert report.error_lines(rows) == [
         f"error of worker:0, worker:1, worker:2 and 5 more, 9 pods: {same} (exit 1)",
         "error of evaluator:0: ValueError: no checkpoint (exit 1)"]
-    many = status.task_rows([failed("worker", i, f"E{i}") for i in range(9)])
-    assert status.error_lines(many)[-1] == "... 4 more distinct errors (-o json has every task's)"
+    many = report.task_rows([failed("worker", i, f"E{i}") for i in range(9)])
+    assert report.error_lines(many)[-1] == "... 4 more distinct errors (-o json has every task's)"
     assert "error of worker:0, worker:1, worker:2 and 5 more, 9 pods" in print_table(capsys, rows)
 
 
 def print_table(capsys, tasks, **kw) -> str:
-    status.print_table("team-a", "m", tasks, [job("m", "worker", total=40, succeeded=37)], [ps("m", 0), ps("m", 1)],
+    report.print_table("team-a", "m", tasks, [job("m", "worker", total=40, succeeded=37)], [ps("m", 0), ps("m", 1)],
                        [], **kw)
     return capsys.readouterr().out
 
@@ -121,22 +121,22 @@ def test_a_large_cluster_is_summarized(capsys):
 
 
 def test_the_exceptions_listed_are_bounded(capsys):
-    tasks = status.task_rows([pod("worker", i, "Pending") for i in range(100)])
+    tasks = report.task_rows([pod("worker", i, "Pending") for i in range(100)])
     text = print_table(capsys, tasks)
     assert "100 of 100 tasks not Running or Succeeded, or restarted, the first 20 below" in text
     listed = [ln.split()[0] for ln in text.splitlines() if ln.startswith("worker:")]
-    assert listed == [f"worker:{i}" for i in range(status.EXCEPTIONS_SHOWN)]
+    assert listed == [f"worker:{i}" for i in range(report.EXCEPTIONS_SHOWN)]
 
 
 def test_a_healthy_large_cluster_says_so(capsys):
-    tasks = status.task_rows([pod("worker", i) for i in range(30)])
+    tasks = report.task_rows([pod("worker", i) for i in range(30)])
     text = print_table(capsys, tasks)
     assert "all 30 tasks Running or Succeeded, none restarted (--tasks lists every task)" in text
     assert "POD" not in text
 
 
 def test_a_small_cluster_or_tasks_lists_every_task(capsys):
-    small = status.task_rows([pod("worker", i) for i in range(status.FULL_LISTING - 2)] + [pod("ps", 0), pod("ps", 1)])
+    small = report.task_rows([pod("worker", i) for i in range(report.FULL_LISTING - 2)] + [pod("ps", 0), pod("ps", 1)])
     text = print_table(capsys, small)
     assert text.splitlines()[0].split() == ["TASK", "POD", "PHASE", "RESTARTS", "NODE"]
     assert [ln.split()[0] for ln in text.splitlines()[1:21]] == [r.task for r in small]
@@ -146,7 +146,7 @@ def test_a_small_cluster_or_tasks_lists_every_task(capsys):
 
 
 def test_the_report_lists_every_task_of_a_large_cluster():
-    data = status.report("team-a", "m", big_cluster(), [job("m", "worker", total=40)], [ps("m", 0)], [])
+    data = report.report("team-a", "m", big_cluster(), [job("m", "worker", total=40)], [ps("m", 0)], [])
     assert len(data["tasks"]) == 42 and data["tasks"][5]["reason"] == "ImagePullBackOff"
     assert data["phases"]["worker"]["Succeeded"] == 37
 
@@ -186,8 +186,8 @@ def test_json_objects_read_like_the_client_models():
     as_json = k8s.ApiClient().sanitize_for_serialization
     assert training.job_row(JsonObject(as_json(j))) == training.job_row(j)
     deps = [ps("m", 0), ps("m", 1, ready=0)]
-    assert status.ps_counts([JsonObject(as_json(d)) for d in deps]) == status.ps_counts(deps) == (2, 1)
+    assert report.ps_counts([JsonObject(as_json(d)) for d in deps]) == report.ps_counts(deps) == (2, 1)
     ev = k8s.CoreV1Event(metadata=k8s.V1ObjectMeta(name="e", creation_timestamp=t0), reason="TFClusterReaped",
                          message="done", last_timestamp=t0, involved_object=k8s.V1ObjectReference(kind="Job"))
-    assert status.reaper_lines([JsonObject(as_json(ev))]) == status.reaper_lines([ev]) == [
+    assert report.reaper_lines([JsonObject(as_json(ev))]) == report.reaper_lines([ev]) == [
         "reaper: 2026-01-02 03:04:05 TFClusterReaped: done"]

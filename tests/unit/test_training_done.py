@@ -11,10 +11,11 @@ import pytest
 from kubernetes import client as k8s
 from rich.console import Console
 
-from tfhelm import progress, reaper, status, training
+from tfhelm import reaper
+from tfhelm.cluster import progress, report, training
+from tfhelm.cluster.spec import Shape
 from tfhelm.errors import TimedOut
 from tfhelm.reaper import REAP, ReapConfig
-from tfhelm.spec import Shape
 
 from tests.unit.test_reaper import T0, FakeClient, fast, job, pod_meta, rows, tasks, wait_until
 
@@ -99,11 +100,11 @@ def test_status_and_list_apply_the_rule():
     j = job("m", total=2)
     j.metadata.labels["helm.sh/chart"] = "tf-cluster-1.0.0"
     j.metadata.namespace = "ns"
-    (row,) = status.cluster_rows([j], [], tasks(j, 0, 1))
+    (row,) = report.cluster_rows([j], [], tasks(j, 0, 1))
     assert (row.workers, row.training) == ("2/2", "Complete")
-    report = status.report("ns", "m", [], [j], [], [], tasks(j, 0, 1))
-    assert report["training"] == "Complete" and report["jobs"][0]["state"] == "Complete"
-    assert report["jobs"][0]["succeeded"] == 2
+    data = report.report("ns", "m", [], [j], [], [], tasks(j, 0, 1))
+    assert data["training"] == "Complete" and data["jobs"][0]["state"] == "Complete"
+    assert data["jobs"][0]["succeeded"] == 2
 
 
 # ----------------------------------------------------------------------------- the reaper

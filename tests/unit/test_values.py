@@ -2,10 +2,10 @@ import re
 
 import pytest
 
-from tfhelm.errors import SpecError
 from tfhelm.chart import default_values
+from tfhelm.errors import SpecError
 from tfhelm.reaper import ReapConfig
-from tfhelm.values import (ClusterOptions, ClusterValues, cluster_values, compute_values, generate_name,
+from tfhelm.cluster.values import (ClusterOptions, ClusterValues, cluster_values, compute_values, generate_name,
                            script_values, setting, shape_of, split_image)
 
 

@@ -15,7 +15,7 @@ def down(name: o.ClusterName, namespace: o.Namespace = None,
          purge: Annotated[bool, typer.Option(
              "--purge", help="Also delete the data and logs PVCs.")] = False):
     """Uninstall a TF cluster (both releases). Data, logs and checkpoints stay unless --purge."""
-    from tfhelm import deploy, spec
+    from tfhelm.cluster import deploy, spec
     from tfhelm.errors import SpecError
     from tfhelm.helm import Helm
     from tfhelm.kube import Kube

@@ -16,7 +16,7 @@ def list_(namespace: o.Namespace = None,
               "--all-namespaces", "-A", help="Every namespace.")] = False,
           output: o.Output = "table"):
     """TF clusters: workers succeeded, PS ready, training state."""
-    from tfhelm import status
+    from tfhelm.cluster import report
     from tfhelm.kube import Kube
     from tfhelm.output import check_format, emit, table
 
@@ -24,7 +24,7 @@ def list_(namespace: o.Namespace = None,
     ns = None if all_namespaces else o.namespace_of(namespace)
     kube = Kube()
     kube.ping()
-    rows = status.list_clusters(kube, ns)
+    rows = report.list_clusters(kube, ns)
     if fmt != "table":
         emit([{"namespace": r.namespace, "name": r.name, "workers": r.workers, "ps": r.ps,
                "chief": r.chief, "training": r.training} for r in rows], fmt)

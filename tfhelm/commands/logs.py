@@ -19,17 +19,16 @@ def logs(name: o.ClusterName, namespace: o.Namespace = None,
              "--tail", min=0, help="Only the last N lines of each task.")] = None):
     """Logs of every task of a TF cluster, each line prefixed with its task (init containers
     that failed, e.g. the code fetch, too). Exit 1 when the training failed, as `status`."""
-    from tfhelm import logs as core
-    from tfhelm import spec
+    from tfhelm.cluster import spec, tasklogs
+    from tfhelm.cluster.training import job_rows, training_state
     from tfhelm.errors import SpecError, TrainingFailed
     from tfhelm.kube import Kube
-    from tfhelm.training import job_rows, training_state
 
     ns = o.namespace_of(namespace)
     spec.validate_name(name, field="NAME")
     kube = Kube()
     kube.ping()
-    if not core.tasks(kube, ns, name):
+    if not tasklogs.tasks(kube, ns, name):
         raise SpecError("NAME", f"no task pods of TF cluster '{name}' in namespace {ns}",
                         "see `tfhelm list -n NAMESPACE`")
 
@@ -41,9 +40,9 @@ def logs(name: o.ClusterName, namespace: o.Namespace = None,
 
     try:
         if follow:
-            core.follow(kube, ns, name, write, note, tail=tail)
+            tasklogs.follow(kube, ns, name, write, note, tail=tail)
         else:
-            core.show(kube, ns, name, write, note, tail=tail)
+            tasklogs.show(kube, ns, name, write, note, tail=tail)
     except KeyboardInterrupt:
         raise typer.Exit(130) from None
     if training_state(job_rows(kube.workloads(ns, name)[0])) == "Failed":

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Annotated, Optional
 import typer
 
 if TYPE_CHECKING:
-    from tfhelm.values import ClusterOptions
+    from tfhelm.cluster.values import ClusterOptions
 
 ClusterName = Annotated[str, typer.Argument(help="Cluster name.")]
 Namespace = Annotated[Optional[str], typer.Option(
@@ -62,7 +62,7 @@ def namespace_of(namespace: str | None) -> str:
     """`-n NAMESPACE`, else the kubeconfig's. Only the latter loads the kubernetes client,
     so offline commands given `-n` start fast."""
     if namespace is not None:
-        from tfhelm.spec import validate_namespace
+        from tfhelm.cluster.spec import validate_namespace
 
         return validate_namespace(namespace)
     from tfhelm.kube import namespace_or_current
@@ -82,8 +82,8 @@ def cluster_options(*, name: str, namespace: str | None, workers: int | None = N
     """The options of a cluster command as ClusterOptions: values files and --set* merged by
     Helm's rules; with --user, the user's namespace, volumes and file server underneath."""
     from tfhelm import valueflags
+    from tfhelm.cluster.values import ClusterOptions
     from tfhelm.errors import SpecError
-    from tfhelm.values import ClusterOptions
     from tfhelm.workspace import rules
 
     files = [valueflags.load_file(f) for f in values_files or []]

@@ -13,7 +13,7 @@ from rich.markup import escape
 from tfhelm.chart import default_values
 from tfhelm.commands import options as o
 from tfhelm.console import cli_errors, err
-from tfhelm.reaping import json_record, run_reaper, summarize
+from tfhelm.reaper.console import json_record, run_reaper, summarize
 
 # The chart's `reaper:` values: the in-cluster reaper's defaults are this command's.
 _DEFAULTS = default_values()["reaper"]
@@ -22,7 +22,7 @@ _DEFAULTS = default_values()["reaper"]
 def _remove_interrupted(name: str, namespace: str) -> bool:
     """A release NAME-ps from another chart is refused (exit 2); an interrupted install (a PS
     release without workload release or Jobs: nothing trains) is removed at once."""
-    from tfhelm import deploy, spec
+    from tfhelm.cluster import deploy, spec
     from tfhelm.helm import Helm
     from tfhelm.kube import Kube
 
@@ -64,7 +64,7 @@ def reap(name: Annotated[Optional[str], typer.Argument(
     """Remove a cluster's parameter servers once training is done; PVCs and Jobs stay.
 
     Exit code 1 when training failed (the PS are kept unless --on-failure reap)."""
-    from tfhelm import spec
+    from tfhelm.cluster import spec
     from tfhelm.errors import TRAINING_FAILED, SpecError
     from tfhelm.kube import Kube
     from tfhelm.reaper import ReapConfig

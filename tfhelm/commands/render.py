@@ -26,7 +26,7 @@ def render(name: o.ClusterName, namespace: o.Namespace = None, workers: o.Worker
                "(components: all), e.g. for a Flux HelmRelease.")] = False,
            script_args: o.ScriptArgs = None):
     """Print the manifests of a TF cluster (or its values) without touching a cluster."""
-    from tfhelm import deploy
+    from tfhelm.cluster import deploy
     from tfhelm.errors import SpecError
 
     if one_release and not values_only:
@@ -37,7 +37,7 @@ def render(name: o.ClusterName, namespace: o.Namespace = None, workers: o.Worker
         pip_index_url=pip_index_url, pip_find_links=pip_find_links, values_files=values_files, sets=sets, set_strings=set_strings, set_jsons=set_jsons,
         script_args=script_args))
     if values_only:
-        from tfhelm import gitops
+        from tfhelm.cluster import gitops
 
         text = gitops.values_yaml(p, one=one_release)
     else:

@@ -13,7 +13,7 @@ from typing import Annotated, Optional
 import typer
 from rich.markup import escape
 
-from tfhelm import localrun, spec
+from tfhelm.cluster import localrun, spec
 from tfhelm.commands import options as o
 from tfhelm.console import cli_errors, err
 from tfhelm.errors import SpecError

@@ -22,9 +22,9 @@ def tfconfig(name: o.ClusterName,
              values_files: o.ValuesFiles = None, sets: o.Sets = None,
              set_strings: o.SetStrings = None, set_jsons: o.SetJsons = None):
     """The exact TF_CONFIG a task gets (offline with shape options, else from the release)."""
-    from tfhelm import deploy, manifests, spec
+    from tfhelm.cluster import deploy, manifests, spec
+    from tfhelm.cluster.values import shape_of
     from tfhelm.errors import SpecError
-    from tfhelm.values import shape_of
 
     if (task is None) == (client is None):
         raise SpecError("--task", "give either --task TYPE:INDEX or --client HOST:PORT")

@@ -42,9 +42,9 @@ def up(name: Annotated[Optional[str], typer.Option(
     refuse (server-side dry run first)."""
     # The API client's import (~0.2 s of CPU) goes on while Helm merges --set and renders.
     threading.Thread(target=importlib.import_module, args=("tfhelm.kube",), name="tfhelm-import").start()
-    from tfhelm import deploy
+    from tfhelm.cluster import deploy
+    from tfhelm.cluster.values import generate_name
     from tfhelm.helm import Helm
-    from tfhelm.values import generate_name
 
     generated = name is None
     p = deploy.plan(o.cluster_options(
@@ -99,11 +99,11 @@ def _sigterm_as_interrupt():
 
 def _left_behind(kube, p) -> None:
     """After Ctrl-C or SIGTERM: what still runs, and the command that reaps it."""
-    from tfhelm import status, training
+    from tfhelm.cluster import report, training
 
     try:
         jobs, deployments = kube.workloads(p.namespace, p.name)
-        ps, ready = status.ps_counts(deployments)
+        ps, ready = report.ps_counts(deployments)
         left = (f"training {training.training_state(training.job_rows(jobs)).lower()}, "
                 + (f"{ps} parameter server(s) ({ready} ready), which run until reaped" if ps
                    else "no parameter servers"))
@@ -126,7 +126,7 @@ def _follow(p, helm, kube, generated: bool, wait: bool, timeout: int, reap: bool
               f"  logs:       tfhelm logs {p.name} -n {p.namespace} -f\n"
               f"  remove it:  tfhelm down {p.name} -n {p.namespace}")
     if wait:
-        from tfhelm.progress import wait_for_training
+        from tfhelm.cluster.progress import wait_for_training
 
         outcome, simulated = wait_for_training(kube, p.namespace, p.name, s, err, timeout=timeout)
         colour = "green" if outcome == "Complete" else "red"
@@ -136,14 +136,14 @@ def _follow(p, helm, kube, generated: bool, wait: bool, timeout: int, reap: bool
         else:
             err.print(f"[{colour}]training {outcome.lower()}[/{colour}]")
             if outcome != "Complete":  # the tasks' own error lines: one read of the pods
-                from tfhelm import status
+                from tfhelm.cluster import report
 
-                for line in status.error_lines(status.task_rows(kube.task_pods(p.namespace, p.name))):
+                for line in report.error_lines(report.task_rows(kube.task_pods(p.namespace, p.name))):
                     err.print(line, markup=False, highlight=False, soft_wrap=True)
         if outcome != "Complete" and not reap:
             raise typer.Exit(TrainingFailed.exit_code)
     if reap and s.ps:
-        from tfhelm.reaping import run_reaper, summarize
+        from tfhelm.reaper.console import run_reaper, summarize
 
         result = run_reaper(kube, p.namespace, p.name, p.cluster.reaper, err, helm=helm)
         if summarize(result, p.namespace, err):

@@ -34,7 +34,7 @@ def add(name: UserName,
         dry_run: Annotated[bool, typer.Option(
             "--dry-run", help="Print the manifests; touch no cluster.")] = False):
     """Create (or update) a user's namespace, login token and workspace."""
-    from tfhelm import deploy
+    from tfhelm.cluster import deploy
     from tfhelm.helm import Helm
     from tfhelm.workspace import actions, rules
 

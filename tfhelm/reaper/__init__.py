@@ -10,7 +10,7 @@ for debugging (default) or reap anyway.
 
 Three modules, as everywhere in tfhelm:
   * `rules`: pure; Jobs + Succeeded pods + configuration + clock -> one Decision
-    (`decide()`). When training is done is tfhelm.training's rule; this adds the grace
+    (`decide()`). When training is done is tfhelm.cluster.training's rule; this adds the grace
     period and the failure policy.
   * `feed`: a list-then-watch of one kind in a background thread that resumes from the
     last resourceVersion, lists again on 410 Gone and backs off when the API server is

@@ -9,10 +9,10 @@ import socket
 from datetime import datetime, timezone
 from typing import Iterator, Protocol
 
+from tfhelm.cluster.training import JobRow
 from tfhelm.errors import Forbidden, ReleaseError, user_facing
 from tfhelm.kube import CLUSTER_LABEL, ROLE_LABEL, Gone, Watches
 from tfhelm.reaper.rules import EVENT_SOURCE, event_name
-from tfhelm.training import JobRow
 
 __all__ = ["Gone", "KubeReapClient", "ReapClient", "forbidden", "ok_if_missing"]
 

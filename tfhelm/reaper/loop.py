@@ -13,15 +13,15 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Callable
 
-from tfhelm import spec, training
+from tfhelm.cluster import spec, training
 from tfhelm.errors import SpecError, TfhelmError, user_facing
 from tfhelm.kube import CLUSTER_LABEL, ROLE_LABEL
-from tfhelm.reaper.client import ReapClient, forbidden
 from tfhelm.reaper import feed
+from tfhelm.reaper.client import ReapClient, forbidden
 from tfhelm.reaper.feed import WATCH_SECONDS, Changed, Fatal, Listed, Note, WatchFailed
 from tfhelm.reaper.rules import (GRACE, KEEP, REAP, REASON_KEPT, REASON_REAPED, REASON_REAPING, WAIT,
                                  Decision, ReapConfig, Result, decide, never_finishes)
-from tfhelm.training import JobRow
+from tfhelm.cluster.training import JobRow
 
 __all__ = ["WATCH_SECONDS", "Reaper"]
 # Without read access to pods (the in-cluster reaper's Role grants none), the Jobs alone

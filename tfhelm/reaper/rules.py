@@ -1,15 +1,16 @@
 """The reaper's pure rules: its configuration, and what to do about one cluster now (Jobs +
-configuration + clock -> one Decision). No I/O; when training is done is tfhelm.training's."""
+configuration + clock -> one Decision). No I/O; when training is done is tfhelm.cluster.training's."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
-from tfhelm import contract, training
+from tfhelm import contract
 from tfhelm.chart import default_values
+from tfhelm.cluster import training
+from tfhelm.cluster.training import COMPLETIONS, JobRow
 from tfhelm.errors import SpecError
-from tfhelm.training import COMPLETIONS, JobRow
 
 POLICIES = tuple(contract.contract()["reaper"]["onFailure"])
 # The chart's `reaper:` values are the defaults of the in-cluster reaper and of `tfhelm reap`.
@@ -47,7 +48,7 @@ class ReapConfig:
 
     @classmethod
     def from_section(cls, section: dict) -> "ReapConfig":
-        """The chart's `reaper:` values (defaults already coalesced in: tfhelm.values)."""
+        """The chart's `reaper:` values (defaults already coalesced in: tfhelm.cluster.values)."""
         return cls(grace=section.get("grace", DEFAULT_GRACE),
                    completion=section.get("completion", DEFAULTS["completion"]),
                    on_failure=section.get("onFailure", DEFAULTS["onFailure"])).validate()

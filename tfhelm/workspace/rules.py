@@ -15,10 +15,11 @@ from pathlib import PurePosixPath
 from urllib.parse import quote, urlparse
 
 
-from tfhelm import contract, spec, yamlio
+from tfhelm import contract, yamlio
 from tfhelm.chart import chart_path, default_values
+from tfhelm.cluster import spec
+from tfhelm.cluster.values import script_values
 from tfhelm.errors import SpecError
-from tfhelm.values import script_values
 
 CHART = "user-env"
 RELEASE = "user-env"

@@ -10,7 +10,7 @@ from typing import Callable, TypeVar
 
 from urllib3.exceptions import HTTPError
 
-from tfhelm import status
+from tfhelm.cluster import report
 from tfhelm.errors import TfhelmError
 from tfhelm.kube import Kube
 
@@ -31,7 +31,7 @@ def prefixed(task: str, text: str, width: int = 0) -> list[str]:
     return [head + line for line in text.splitlines()]
 
 
-def tasks(kube: Kube, namespace: str, name: str) -> list[tuple[status.TaskRow, list[str]]]:
+def tasks(kube: Kube, namespace: str, name: str) -> list[tuple[report.TaskRow, list[str]]]:
     """The cluster's task pods, each with the containers that have a log to show (paged
     JSON: `follow` polls this; only names are kept, whatever the cluster's size)."""
     shown: dict[str, list[str]] = {}
@@ -40,7 +40,7 @@ def tasks(kube: Kube, namespace: str, name: str) -> list[tuple[status.TaskRow, l
         for pod in pods:
             shown[pod["metadata"]["name"]] = log_containers(pod)
             yield pod
-    return [(r, shown[r.pod]) for r in status.task_rows(remember(kube.task_pods(namespace, name)))]
+    return [(r, shown[r.pod]) for r in report.task_rows(remember(kube.task_pods(namespace, name)))]
 
 
 def log_containers(pod: dict) -> list[str]:
@@ -114,7 +114,7 @@ def follow(kube: Kube, namespace: str, name: str, write: Write, note: Write,
         time.sleep(poll)
 
 
-def _stream(kube: Kube, namespace: str, row: status.TaskRow, container: str, width: int,
+def _stream(kube: Kube, namespace: str, row: report.TaskRow, container: str, width: int,
             write: Write, note: Write, tail: int | None) -> None:
     head = prefix(label(row.task, container)).ljust(width)
     chunks = _opened(lambda: kube.follow_pod_log(namespace, row.pod, container, tail),

@@ -6,7 +6,7 @@ from __future__ import annotations
 import yaml
 
 from tfhelm.chart import deep_merge
-from tfhelm.deploy import Plan, Release
+from tfhelm.cluster.deploy import Plan, Release
 
 
 def releases(p: Plan, one: bool = False) -> list[Release]:

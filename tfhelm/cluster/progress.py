@@ -15,11 +15,11 @@ import time
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn
 
-from tfhelm import status, training
+from tfhelm.cluster import report, training
+from tfhelm.cluster.spec import Shape
 from tfhelm.errors import TimedOut
 from tfhelm.kube import CLUSTER_LABEL, ROLE_LABEL, JsonObject, Kube, Watches
 from tfhelm.reaper import feed
-from tfhelm.spec import Shape
 
 JOB_ROLES = ("chief", "worker", "evaluator")
 
@@ -33,7 +33,7 @@ def counts(jobs: list[training.JobRow], deployments: list, finishing: str,
     current = training.current_jobs(jobs)
     started = sum(min(j.ready + j.succeeded, j.total) for role, j in current.items() if role in JOB_ROLES)
     finished = current.get(finishing)
-    return started + status.ps_counts(deployments)[1], training.tasks_succeeded(finished, pods) if finished else 0
+    return started + report.ps_counts(deployments)[1], training.tasks_succeeded(finished, pods) if finished else 0
 
 
 def feeds(kube: Kube, namespace: str, name: str, finishing: str, events: queue.Queue,

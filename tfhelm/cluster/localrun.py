@@ -2,7 +2,7 @@
 (One module, over 400 lines: the plan of a local run - pure, tested without processes -
 is used only by the process supervisor below it, so the two are read together.)
 
-Every task gets the TF_CONFIG that tfhelm.spec computes for the chart (the same code the
+Every task gets the TF_CONFIG that tfhelm.cluster.spec computes for the chart (the same code the
 chart is tested against), with every host mapped to 127.0.0.1 and a free port, and runs
 the chart's entrypoint, tfhelm/launcher.py, in the mode the chart gives it:
 
@@ -29,10 +29,11 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tfhelm import spec, training
+from tfhelm import launcher as _launcher
+from tfhelm.cluster import spec, training
 from tfhelm.errors import UsageError
 
-LAUNCHER = Path(__file__).with_name("launcher.py")
+LAUNCHER = Path(_launcher.__file__)
 SERVER, SCRIPT = "server", "script"
 LOCAL_HOST = "127.0.0.1"
 FINISH_GRACE = 10.0  # seconds for script tasks to finish after completion; then SIGTERM
@@ -125,7 +126,7 @@ def plan(shape: spec.Shape, name: str = "local", in_graph: bool = False,
 
 
 def done_condition(tasks: Iterable[LocalTask]) -> list[str]:
-    """The tasks whose exit means training is over (the reaper's rule, tfhelm.training)."""
+    """The tasks whose exit means training is over (the reaper's rule, tfhelm.cluster.training)."""
     tasks = list(tasks)
     role = training.decisive_role({t.type for t in tasks})
     return [t.name for t in tasks if t.type == role]
@@ -215,7 +216,7 @@ def print_sink(width: int = 0) -> Sink:
     return sink
 
 
-class LocalCluster:
+class LoopbackCluster:
     """Processes of one local run; each in its own process group, all stopped on exit."""
 
     def __init__(self, tasks: list[LocalTask], script: str, args: list[str], dirs: RunDirs,
@@ -307,7 +308,7 @@ class LocalCluster:
         for r in self._readers:
             r.join(timeout=5)
 
-    def __enter__(self) -> "LocalCluster":
+    def __enter__(self) -> "LoopbackCluster":
         self.start()
         return self
 
@@ -382,7 +383,7 @@ def run(tasks: list[LocalTask], script: str, args: list[str], dirs: RunDirs, *,
     """Run the tasks to completion; SIGINT/SIGTERM stop everything (exit 130/143)."""
     if not Path(script).is_file():
         raise LocalRunError(f"script {script} does not exist")
-    cluster = LocalCluster(tasks, str(Path(script).resolve()), args, dirs, sink=sink,
+    cluster = LoopbackCluster(tasks, str(Path(script).resolve()), args, dirs, sink=sink,
                            grace=grace, base_env=base_env, inline_tf_config=inline_tf_config,
                            launcher=launcher)
     received: list[int] = []

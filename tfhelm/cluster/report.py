@@ -8,10 +8,10 @@ from collections import Counter
 from dataclasses import asdict, dataclass
 from typing import Iterable
 
+from tfhelm.cluster.spec import ROLES
 from tfhelm.contract import CLUSTER_LABEL, ROLE_LABEL, TASK_INDEX_LABEL
 from tfhelm.kube import ClusterObjects
-from tfhelm.spec import ROLES
-from tfhelm.training import (COMPLETION_INDEX, SucceededTasks, current_jobs, job_rows, job_state,
+from tfhelm.cluster.training import (COMPLETION_INDEX, SucceededTasks, current_jobs, job_rows, job_state,
                              tasks_succeeded, training_state)
 
 FULL_LISTING = 20  # up to this many tasks, the table lists every one

@@ -12,8 +12,8 @@ import hashlib
 import json
 
 from tfhelm import contract
+from tfhelm.cluster.values import is_configmap_key
 from tfhelm.contract import CLUSTER_LABEL, ROLE_LABEL
-from tfhelm.values import is_configmap_key
 
 ROLE = "code"
 # Hex characters of the content hash in the name: a new text, a new ConfigMap (and new Jobs).

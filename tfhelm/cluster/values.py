@@ -11,9 +11,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 
-from tfhelm import contract, spec
+from tfhelm import contract
 from tfhelm.chart import deep_merge, default_values
-from tfhelm.spec import SpecError, Shape
+from tfhelm.cluster import spec
+from tfhelm.cluster.spec import SpecError, Shape
 
 if TYPE_CHECKING:
     from tfhelm.reaper.rules import ReapConfig

@@ -17,9 +17,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
-from tfhelm import code_configmap, manifests, spec, training, yamlio
+from tfhelm import yamlio
+from tfhelm.cluster import code_configmap, manifests, spec, training
+from tfhelm.cluster.values import ClusterOptions, ClusterValues, cluster_values
 from tfhelm.errors import ClusterUnreachable, SpecError, UsageError
-from tfhelm.values import ClusterOptions, ClusterValues, cluster_values
 
 if TYPE_CHECKING:  # the clients are passed in; importing them costs the kubernetes client
     from tfhelm.helm import Helm
@@ -69,7 +70,7 @@ def manifests_yaml(rendered: dict[str, list[dict]], code: dict | None = None) ->
 
 def ship_code(p: Plan) -> tuple[Plan, dict | None]:
     """The plan `up` installs: inline code moved out of the releases into its own ConfigMap
-    (tfhelm/code_configmap.py), which `up` creates and the workload release owns."""
+    (tfhelm/cluster/code_configmap.py), which `up` creates and the workload release owns."""
     values, code = code_configmap.split(p.name, p.values)
     if code is None:
         return p, None
@@ -178,7 +179,7 @@ def up(p: Plan, helm: Helm, kube: Kube, notify: Notify = lambda _: None,
 
     1. render (schema, templates) and meanwhile read what exists (the releases, the Jobs,
        the PVCs): a bad value is refused before anything touches the cluster; then take the
-       cluster's install lock (one `up` of a name at a time, tfhelm/lock.py) as it was
+       cluster's install lock (one `up` of a name at a time, tfhelm/cluster/lock.py) as it was
        before those reads, or take it and read again; a change that replaces Jobs that ran
        or run is refused unless `replace` (their pods and status would go);
     2. a server-side dry run of every object: nothing changes before the API server
@@ -193,7 +194,7 @@ def up(p: Plan, helm: Helm, kube: Kube, notify: Notify = lambda _: None,
     5. the workload release's config ConfigMap becomes the code ConfigMap's owner (any
        uninstall, `helm uninstall` too, deletes it), and earlier code ConfigMaps go.
     """
-    from tfhelm import lock
+    from tfhelm.cluster import lock
 
     p, code = ship_code(p)
     with ThreadPoolExecutor(1, thread_name_prefix="tfhelm-render") as pool:
@@ -336,7 +337,7 @@ def down(name: str, namespace: str, helm: Helm, kube: Kube, purge: bool = False,
     # setting the owner left it ownerless).
     for configmap in kube.configmap_names(namespace, code_configmap.selector(name)):
         kube.delete_configmap(namespace, configmap)
-    from tfhelm import lock
+    from tfhelm.cluster import lock
 
     lock.remove(kube, namespace, name)  # the install lock's Lease, released by the last `up`
     if purge:

@@ -147,3 +147,10 @@ def user_facing(err: BaseException) -> TfhelmError | None:
     if isinstance(err, UnicodeDecodeError):
         return UsageError(one_line(f"a file is not UTF-8 text: {err}"))
     return None
+
+
+def forbidden(err: BaseException) -> bool:
+    """401/403 from the API server or from Helm: RBAC will not change by retrying."""
+    known = user_facing(err)
+    return isinstance(known, Forbidden) or (
+        isinstance(known, ReleaseError) and any(w in str(known).lower() for w in ("forbidden", "unauthorized")))

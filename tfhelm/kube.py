@@ -19,7 +19,6 @@ from urllib3.exceptions import HTTPError
 from tfhelm.contract import CLUSTER_LABEL, ROLE_LABEL
 from tfhelm.errors import (AdmissionRefused, ClusterUnreachable, SpecError, TfhelmError, TimedOut,
                            access_denied, api_error, api_message)
-from tfhelm.cluster.spec import validate_namespace
 
 # Items per page of a raw list: one page is in memory at a time (100 pods: ~1 MB of JSON;
 # at 500 the peak RSS of `status` at 1,024 pods was 107 MiB, at 100 it is 64 MiB, same CPU).
@@ -70,13 +69,6 @@ def load_config(kubeconfig: str | None = None) -> client.ApiClient:
             return client.ApiClient()
         except config.ConfigException:
             raise ClusterUnreachable(f"no kubeconfig: {err}") from err
-
-
-def namespace_or_current(namespace: str | None, kubeconfig: str | None = None) -> str:
-    """`-n NAMESPACE`, else the kubeconfig's; either way a valid name, or a SpecError."""
-    if namespace is not None:
-        return validate_namespace(namespace)
-    return validate_namespace(current_namespace(kubeconfig), "namespace of the kubeconfig's context")
 
 
 def current_namespace(kubeconfig: str | None = None) -> str:

@@ -177,7 +177,7 @@ def test_event_names_are_deterministic():
 def test_a_clusters_values_give_the_reapers_configuration():
     from tfhelm.cluster.values import ClusterValues
 
-    cfg = ClusterValues.from_release({"reaper": {"grace": 5, "onFailure": "reap"}}).reaper
+    cfg = ReapConfig.of(ClusterValues.from_release({"reaper": {"grace": 5, "onFailure": "reap"}}))
     assert cfg == ReapConfig(grace=5, completion="auto", on_failure="reap")
 
 

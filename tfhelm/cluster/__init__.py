@@ -11,6 +11,7 @@ Pure, no I/O:
 Through Helm and Kube:
 - `deploy`: install, upgrade, undo, remove (`tfhelm up`, `down`); `lock`: its install lock.
 - `gitops`: the same values as files for Argo CD and Flux (`tfhelm render`).
+- `feed`: a list-then-watch of one kind of object in a thread (`up --wait`, the reaper).
 - `progress`: `up --wait` at a console; `tasklogs`: every task's log (`tfhelm logs`).
 - `localrun`: the cluster's tasks as processes on this machine (`tfhelm run --local`).
 """

@@ -79,6 +79,7 @@ def ship_code(p: Plan) -> tuple[Plan, dict | None]:
 
 
 Notify = Callable[[str], None]
+Mounted = Callable[[str, str], str | None]  # (namespace, claim) -> where the user sees it
 CHART = "tf-cluster"
 
 
@@ -324,9 +325,10 @@ def _undo(p: Plan, helm: Helm, kube: Kube, created: list[str], pvcs_before: set[
 
 
 def down(name: str, namespace: str, helm: Helm, kube: Kube, purge: bool = False,
-               notify: Notify = lambda _: None) -> bool:
+               notify: Notify = lambda _: None, mounted: Mounted = lambda namespace, claim: None) -> bool:
     """Uninstall both releases (an interrupted install's PS release too); PVCs (data, logs,
-    checkpoints) stay unless `purge`. Returns False when there was nothing to remove."""
+    checkpoints) stay unless `purge`. Returns False when there was nothing to remove.
+    `mounted`: see kept_volumes."""
     values = find(name, namespace, helm).values or {}
     found = False
     for release in (spec.ps_release(name), name):
@@ -344,16 +346,17 @@ def down(name: str, namespace: str, helm: Helm, kube: Kube, purge: bool = False,
         for pvc in kube.delete_pvcs(namespace, name):
             found = True
             notify(f"deleted PersistentVolumeClaim {namespace}/{pvc}")
-        for line in kept_volumes(name, namespace, values):
+        for line in kept_volumes(name, namespace, values, mounted):
             notify(line)
     return found
 
 
-def kept_volumes(name: str, namespace: str, values: dict) -> list[str]:
+def kept_volumes(name: str, namespace: str, values: dict,
+                 mounted: Mounted = lambda namespace, claim: None) -> list[str]:
     """What `down --purge` does not delete, and why: volumes the cluster mounts but did not
-    make (`existingClaim`, e.g. a user's logs and data volumes, shared by all their runs)."""
-    from tfhelm.workspace import rules
-
+    make (`existingClaim`, e.g. a user's logs and data volumes, shared by all their runs).
+    `mounted(namespace, claim)`: where the user sees a logs volume (a workspace's notebook:
+    workspace.rules.notebook_path), to say how to start over there."""
     storage = values.get("storage") or {}
     lines = []
     for volume in ("logs", "data"):
@@ -365,8 +368,9 @@ def kept_volumes(name: str, namespace: str, values: dict) -> list[str]:
         if volume == "logs":
             line += (f"; the run's logs and checkpoints stay in its directory {name}/ there, and a "
                      f"new `tfhelm up --name {name}` resumes from them: delete the directory to start over")
-            if namespace.startswith(rules.NAMESPACE_PREFIX) and claim == rules.claim_name("logs"):
-                line += f" (in the notebook: rm -r /log/{name})"
+            path = mounted(namespace, claim)
+            if path:
+                line += f" (in the notebook: rm -r {path}/{name})"
         lines.append(line)
     return lines
 

@@ -15,11 +15,10 @@ import time
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn
 
-from tfhelm.cluster import report, training
+from tfhelm.cluster import feed, report, training
 from tfhelm.cluster.spec import Shape
 from tfhelm.errors import TimedOut
 from tfhelm.kube import CLUSTER_LABEL, ROLE_LABEL, JsonObject, Kube, Watches
-from tfhelm.reaper import feed
 
 JOB_ROLES = ("chief", "worker", "evaluator")
 

@@ -6,18 +6,13 @@ from __future__ import annotations
 import secrets
 import string
 from dataclasses import dataclass, field
-from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 
 from tfhelm import contract
 from tfhelm.chart import deep_merge, default_values
 from tfhelm.cluster import spec
 from tfhelm.cluster.spec import SpecError, Shape
-
-if TYPE_CHECKING:
-    from tfhelm.reaper.rules import ReapConfig
 
 
 @dataclass
@@ -225,14 +220,6 @@ class ClusterValues:
     def setting(self, path: str, kind: type):
         """The value at a dotted path such as `worker.replicas` (see `setting`)."""
         return _setting(self.effective, path, kind)
-
-    @cached_property
-    def reaper(self) -> ReapConfig:
-        """The `reaper:` section as the reaper's configuration (validated when first read:
-        only `--reap` and the reaper need it)."""
-        from tfhelm.reaper.rules import ReapConfig  # late: the reaper package loads the API client
-
-        return ReapConfig.from_section(self.effective.get("reaper") or {})
 
 
 def setting(values: dict, path: str, kind: type):

@@ -19,10 +19,11 @@ def down(name: o.ClusterName, namespace: o.Namespace = None,
     from tfhelm.errors import SpecError
     from tfhelm.helm import Helm
     from tfhelm.kube import Kube
+    from tfhelm.workspace.rules import notebook_path
 
     ns = o.namespace_of(namespace)
     spec.validate_name(name, field="NAME")
-    if not deploy.down(name, ns, Helm(), Kube(), purge=purge, notify=note):
+    if not deploy.down(name, ns, Helm(), Kube(), purge=purge, notify=note, mounted=notebook_path):
         raise SpecError("NAME", f"no TF cluster '{name}' in namespace {ns}", "see `tfhelm list -n NAMESPACE`")
     if not purge:
         err.print("PVCs (data, logs, checkpoints) were kept; `--purge` deletes them.")

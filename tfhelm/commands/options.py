@@ -61,13 +61,13 @@ ScriptArgs = Annotated[Optional[list[str]], typer.Argument(
 def namespace_of(namespace: str | None) -> str:
     """`-n NAMESPACE`, else the kubeconfig's. Only the latter loads the kubernetes client,
     so offline commands given `-n` start fast."""
+    from tfhelm.cluster.spec import validate_namespace
+
     if namespace is not None:
-        from tfhelm.cluster.spec import validate_namespace
-
         return validate_namespace(namespace)
-    from tfhelm.kube import namespace_or_current
+    from tfhelm.kube import current_namespace
 
-    return namespace_or_current(None)
+    return validate_namespace(current_namespace(), "namespace of the kubeconfig's context")
 
 
 def cluster_options(*, name: str, namespace: str | None, workers: int | None = None,

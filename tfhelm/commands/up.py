@@ -143,8 +143,9 @@ def _follow(p, helm, kube, generated: bool, wait: bool, timeout: int, reap: bool
         if outcome != "Complete" and not reap:
             raise typer.Exit(TrainingFailed.exit_code)
     if reap and s.ps:
+        from tfhelm.reaper import ReapConfig
         from tfhelm.reaper.console import run_reaper, summarize
 
-        result = run_reaper(kube, p.namespace, p.name, p.cluster.reaper, err, helm=helm)
+        result = run_reaper(kube, p.namespace, p.name, ReapConfig.of(p.cluster), err, helm=helm)
         if summarize(result, p.namespace, err):
             raise typer.Exit(TrainingFailed.exit_code)

@@ -8,20 +8,21 @@ Services directly) and suspends an in-graph worker Job so its servers stop. PVCs
 Jobs (their pods' logs) and checkpoints stay. On failure the policy decides: keep the PS
 for debugging (default) or reap anyway.
 
-Three modules, as everywhere in tfhelm:
+The modules, as everywhere in tfhelm:
   * `rules`: pure; Jobs + Succeeded pods + configuration + clock -> one Decision
     (`decide()`). When training is done is tfhelm.cluster.training's rule; this adds the grace
     period and the failure policy.
-  * `feed`: a list-then-watch of one kind in a background thread that resumes from the
-    last resourceVersion, lists again on 410 Gone and backs off when the API server is
-    away; it puts typed events on a queue.
-  * `loop`: the `Reaper`. Two feeds per cluster (or per namespace, for many clusters): its
-    Jobs, and its decisive role's Succeeded pods, so a training is seen done at the last
-    task's pod event, before the Job controller has counted it. The main thread keeps
-    timers for grace periods and runs side effects in small pools: deletes first, Helm
+  * `loop`: the `Reaper`. Two feeds (tfhelm.cluster.feed: a list-then-watch in a
+    background thread that resumes from the last resourceVersion, lists again on 410 Gone
+    and backs off when the API server is away) per cluster (or per namespace, for many
+    clusters): its Jobs, and its decisive role's Succeeded pods, so a training is seen done
+    at the last task's pod event, before the Job controller has counted it. The main thread
+    keeps timers for grace periods and runs side effects in small pools: deletes first, Helm
     after, so one cluster's `helm uninstall` never delays another cluster's deletes.
-  * `client`: the side effects (`KubeReapClient`: Helm, the Kubernetes API), injectable
-    for tests.
+  * `client`: the side effects (`KubeReapClient`: Helm, and the Kubernetes API through
+    Kube), injectable for tests.
+  * `console`: the reaper at a console (`tfhelm reap`, `tfhelm up --reap`); `metrics`: its
+    Prometheus metrics in the cluster.
 
 Idempotent by construction: every action tolerates "already done" (a release already gone,
 a 404, an Event that exists: Event names are deterministic), and the grace period can count
@@ -29,8 +30,7 @@ from the Job's end as the API server recorded it, so a reaper killed at any poin
 restarted reaches the same end state, at the same time.
 """
 
-from tfhelm.reaper.client import (Gone, KubeReapClient, ReapClient, forbidden,
-                                  ok_if_missing)
+from tfhelm.reaper.client import Gone, KubeReapClient, ReapClient, ok_if_missing
 from tfhelm.reaper.loop import WATCH_SECONDS, Reaper
 from tfhelm.reaper.rules import (DEFAULT_GRACE, EVENT_SOURCE, GRACE, KEEP, POLICIES, REAP,
                                  REASON_KEPT, REASON_REAPED, REASON_REAPING, TIMESTAMP_RESOLUTION,
@@ -41,5 +41,5 @@ __all__ = [
     "DEFAULT_GRACE", "EVENT_SOURCE", "GRACE", "KEEP", "POLICIES", "REAP", "REASON_KEPT",
     "REASON_REAPED", "REASON_REAPING", "TIMESTAMP_RESOLUTION", "WAIT", "WATCH_SECONDS",
     "Decision", "Gone", "KubeReapClient", "ReapClient", "ReapConfig", "Reaper", "Result",
-    "decide", "event_name", "forbidden", "ok_if_missing",
+    "decide", "event_name", "ok_if_missing",
 ]

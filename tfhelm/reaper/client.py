@@ -14,7 +14,7 @@ from tfhelm.errors import Forbidden, ReleaseError, user_facing
 from tfhelm.kube import CLUSTER_LABEL, ROLE_LABEL, Gone, Watches
 from tfhelm.reaper.rules import EVENT_SOURCE, event_name
 
-__all__ = ["Gone", "KubeReapClient", "ReapClient", "forbidden", "ok_if_missing"]
+__all__ = ["Gone", "KubeReapClient", "ReapClient", "ok_if_missing"]
 
 
 class ReapClient(Protocol):
@@ -125,13 +125,6 @@ class KubeReapClient:
             if e.status == 409:
                 return False
             raise
-
-
-def forbidden(err: Exception) -> bool:
-    """401/403 from the API server or from Helm: RBAC will not change by retrying."""
-    known = user_facing(err)
-    return isinstance(known, Forbidden) or (
-        isinstance(known, ReleaseError) and any(w in str(known).lower() for w in ("forbidden", "unauthorized")))
 
 
 def ok_if_missing(fn, *args, **kwargs) -> bool:

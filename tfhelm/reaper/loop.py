@@ -1,8 +1,8 @@
-"""The reaper's loop: two watch threads (feed.py) that turn the API server's events on Jobs
-and on Succeeded pods into typed events on a queue, and the main loop that keeps the Jobs,
-the pods' counts, the grace timers and each training run's memory, and hands actions to
-small pools (deletes first, Helm after). A pod event is decided at once: the Job controller
-counts pods about a second later."""
+"""The reaper's loop: two watch threads (tfhelm.cluster.feed) that turn the API server's
+events on Jobs and on Succeeded pods into typed events on a queue, and the main loop that
+keeps the Jobs, the pods' counts, the grace timers and each training run's memory, and
+hands actions to small pools (deletes first, Helm after). A pod event is decided at once:
+the Job controller counts pods about a second later."""
 
 from __future__ import annotations
 
@@ -13,15 +13,14 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Callable
 
-from tfhelm.cluster import spec, training
-from tfhelm.errors import SpecError, TfhelmError, user_facing
+from tfhelm.cluster import feed, spec, training
+from tfhelm.cluster.feed import WATCH_SECONDS, Changed, Fatal, Listed, Note, WatchFailed
+from tfhelm.cluster.training import JobRow
+from tfhelm.errors import SpecError, TfhelmError, forbidden, user_facing
 from tfhelm.kube import CLUSTER_LABEL, ROLE_LABEL
-from tfhelm.reaper import feed
-from tfhelm.reaper.client import ReapClient, forbidden
-from tfhelm.reaper.feed import WATCH_SECONDS, Changed, Fatal, Listed, Note, WatchFailed
+from tfhelm.reaper.client import ReapClient
 from tfhelm.reaper.rules import (GRACE, KEEP, REAP, REASON_KEPT, REASON_REAPED, REASON_REAPING, WAIT,
                                  Decision, ReapConfig, Result, decide, never_finishes)
-from tfhelm.cluster.training import JobRow
 
 __all__ = ["WATCH_SECONDS", "Reaper"]
 # Without read access to pods (the in-cluster reaper's Role grants none), the Jobs alone
@@ -29,7 +28,7 @@ __all__ = ["WATCH_SECONDS", "Reaper"]
 NO_PODS = "no read access to pods: training done is seen from the Jobs alone"
 
 
-# ---------------------------------------------------------------- what else goes on the queue (feed.py: the feeds')
+# -------------------------------------------------- what else goes on the queue (beside the feeds' events)
 
 @dataclass(frozen=True)
 class ActionDone:

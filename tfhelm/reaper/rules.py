@@ -5,12 +5,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from typing import TYPE_CHECKING
 
 from tfhelm import contract
 from tfhelm.chart import default_values
 from tfhelm.cluster import training
 from tfhelm.cluster.training import COMPLETIONS, JobRow
 from tfhelm.errors import SpecError
+
+if TYPE_CHECKING:
+    from tfhelm.cluster.values import ClusterValues
 
 POLICIES = tuple(contract.contract()["reaper"]["onFailure"])
 # The chart's `reaper:` values are the defaults of the in-cluster reaper and of `tfhelm reap`.
@@ -45,6 +49,12 @@ class ReapConfig:
         if self.on_failure not in POLICIES:
             raise SpecError("--on-failure", f"'{self.on_failure}' is not a policy", "use keep or reap")
         return self
+
+    @classmethod
+    def of(cls, cluster: ClusterValues) -> "ReapConfig":
+        """A cluster's `reaper:` section (validated when read: only `--reap` and the reaper
+        need it, so a bad one does not stop the rest)."""
+        return cls.from_section(cluster.effective.get("reaper") or {})
 
     @classmethod
     def from_section(cls, section: dict) -> "ReapConfig":

@@ -69,6 +69,14 @@ def claim_name(volume: str) -> str:
     return f"{RELEASE}-{volume}"
 
 
+def notebook_path(namespace: str, claim: str) -> str | None:
+    """Where the notebook of a workspace mounts this PVC of its namespace (the logs volume:
+    /log, as the TF clusters' tasks do); None for any other."""
+    if namespace.startswith(NAMESPACE_PREFIX) and claim == claim_name("logs"):
+        return "/log"
+    return None
+
+
 def token_secret() -> str:
     """The Secret `tfhelm user add` creates; the chart reads it unless told another."""
     return f"{RELEASE}-notebook-token"

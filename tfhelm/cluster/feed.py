@@ -12,9 +12,8 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
-from tfhelm.errors import user_facing
+from tfhelm.errors import forbidden, user_facing
 from tfhelm.kube import Gone
-from tfhelm.reaper.client import forbidden
 
 # Server-side watch timeout: the API server ends the watch and we resume it from the last
 # resourceVersion; the client-side read timeout above it catches half-open connections.

@@ -9,18 +9,20 @@ never on the command line. Rendered manifests are parsed here, once, with the C 
 from __future__ import annotations
 
 import asyncio
+import atexit
 import json
 import logging
 import os
 import re
 import shutil
+import tempfile
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
 from tfhelm import yamlio
 from tfhelm.chart import chart_path
-from tfhelm.errors import ReleaseError, RenderError, TfhelmError
+from tfhelm.errors import ReleaseError, RenderError, TfhelmError, UsageError, one_line
 
 _LOG_LINE = re.compile(r"^(level=\w+ |time=|WARNING: )", re.M)
 # Boilerplate around the reason in Helm's messages.
@@ -96,6 +98,25 @@ def _pattern_descriptions() -> dict[str, str]:
 
 HISTORY_MAX = 10  # revisions Helm keeps per release (its own default)
 
+# A chart whose one template prints its `.Values`: what Helm makes of values and --set flags.
+_ECHO_TEMPLATE = """\
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: values}
+data:
+  values.json: {{ .Values | toJson | toJson }}
+"""
+
+
+@cache
+def _echo_chart() -> Path:
+    root = Path(tempfile.mkdtemp(prefix="tfhelm-values-"))
+    atexit.register(shutil.rmtree, root, ignore_errors=True)
+    (root / "templates").mkdir()
+    (root / "Chart.yaml").write_text("apiVersion: v2\nname: tfhelm-values\nversion: 0.0.0\n")
+    (root / "templates" / "values.yaml").write_text(_ECHO_TEMPLATE)
+    return root
+
 # A release in these states is gone or going, as `helm list` (without --all) sees it.
 _GONE = {"uninstalled", "uninstalling"}
 
@@ -152,6 +173,23 @@ class Helm:
         except self._errors.Error as err:
             raise RenderError(helm_message(err)) from err
         return yamlio.load_docs(out)
+
+    def merge_values(self, values: dict, set_args: list[str]) -> dict:
+        """`values` with `--set`, `--set-string` and `--set-json` flags (`set_args`, as on a
+        helm command line) applied by Helm itself: its grammar, typing and precedence. The
+        values travel on stdin. A flag Helm refuses is a UsageError in Helm's words."""
+        args = ["template", "values", str(_echo_chart()), "--values", "-", *set_args]
+        try:
+            out = asyncio.run(self.command.run(args, json.dumps(values).encode()))
+        except self._errors.Error as err:
+            raise UsageError(one_line(helm_message(err))) from err
+        for doc in yamlio.load_docs(out):
+            if doc.get("kind") == "ConfigMap":
+                merged = json.loads(doc["data"]["values.json"])
+                if merged.get("global") == {} and "global" not in values:
+                    del merged["global"]  # Helm adds it; not the user's
+                return merged
+        raise UsageError(f"helm printed no values for {' '.join(set_args)}")
 
     def install_or_upgrade(self, release: str, values: dict, namespace: str,
                            chart: str = "tf-cluster", wait: bool = True, exists: bool | None = None) -> int:

@@ -4,26 +4,24 @@
 Helm's `--set` grammar (list indexes into a list from a `-f` file, `{a,b}` lists, escapes,
 typing of `1`/`true`/`null`) and its precedence (files, then every --set-json, then --set,
 then --set-string, whatever the order on the command line) are Helm's code; rather than keep
-a copy that drifts, tfhelm asks the same helm binary it installs with to merge them, by
-rendering a one-template chart that prints `.Values`. The files' content travels on stdin;
-the --set expressions are the user's own command line, passed on as they came.
+a copy that drifts, tfhelm asks the same helm binary it installs with to merge them
+(`Helm.merge_values`). The files' content travels on stdin; the --set expressions are the
+user's own command line, passed on as they came.
 """
 
 from __future__ import annotations
 
-import atexit
-import json
-import shutil
-import subprocess
-import tempfile
 from dataclasses import dataclass, field
-from functools import cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import yaml
 
 from tfhelm.chart import deep_merge
-from tfhelm.errors import SpecError, UsageError, one_line
+from tfhelm.errors import SpecError
+
+if TYPE_CHECKING:
+    from tfhelm.helm import Helm
 
 MAX_FILE_BYTES = 4 * 2**20  # far above any real values file; a release holds 1 MiB
 # Values after YAML aliases are expanded: a "billion laughs" file is a few lines that
@@ -95,48 +93,16 @@ def count_nodes(doc, budget: int) -> int:
     return seen
 
 
-def merge(files: list[dict], sets: SetFlags) -> dict:
-    """The user's values: files merged in order, then the --set flags applied by Helm."""
+def merge(files: list[dict], sets: SetFlags, helm: Helm | None = None) -> dict:
+    """The user's values: files merged in order, then the --set flags applied by Helm (a
+    Helm made here when none is given and there are flags)."""
     values: dict = {}
     for doc in files:
         values = deep_merge(values, doc)
     if not sets:
         return values
-    return _helm_merge(values, sets)
+    if helm is None:
+        from tfhelm.helm import Helm
 
-
-_ECHO_TEMPLATE = """\
-apiVersion: v1
-kind: ConfigMap
-metadata: {name: values}
-data:
-  values.json: {{ .Values | toJson | toJson }}
-"""
-
-
-@cache
-def _echo_chart() -> Path:
-    root = Path(tempfile.mkdtemp(prefix="tfhelm-values-"))
-    atexit.register(shutil.rmtree, root, ignore_errors=True)
-    (root / "templates").mkdir()
-    (root / "Chart.yaml").write_text("apiVersion: v2\nname: tfhelm-values\nversion: 0.0.0\n")
-    (root / "templates" / "values.yaml").write_text(_ECHO_TEMPLATE)
-    return root
-
-
-def _helm_merge(values: dict, sets: SetFlags) -> dict:
-    from tfhelm.helm import clean_helm_message, helm_executable
-
-    result = subprocess.run(
-        [helm_executable(), "template", "values", str(_echo_chart()), "-f", "-", *sets.argv()],
-        input=json.dumps(values), capture_output=True, text=True)
-    if result.returncode != 0:
-        raise UsageError(one_line(clean_helm_message(result.stderr)
-                                  or f"helm exited {result.returncode}"))
-    for doc in yaml.safe_load_all(result.stdout):
-        if doc and doc.get("kind") == "ConfigMap":
-            merged = json.loads(doc["data"]["values.json"])
-            if merged.get("global") == {} and "global" not in values:
-                del merged["global"]  # Helm adds it; not the user's
-            return merged
-    raise UsageError(f"helm printed no values for {' '.join(sets.argv())}")
+        helm = Helm()
+    return helm.merge_values(values, sets.argv())

@@ -118,13 +118,13 @@ class Watches:
         self._stopped = False
         self._lock = threading.Lock()
 
-    def stream(self, func, *args, resource_version: str, timeout: int, raw: bool = False,
-               **kwargs) -> Iterator[tuple[str, object, str]]:
-        """Yields (type, object or None for a bookmark, resourceVersion); raises Gone on
-        410. `raw`: objects as the API's JSON, not decoded into client models."""
+    def stream(self, func, *args, resource_version: str, timeout: int,
+               **kwargs) -> Iterator[tuple[str, dict | None, str]]:
+        """Yields (type, object as the API's JSON or None for a bookmark, resourceVersion);
+        raises Gone on 410."""
         from kubernetes import watch
 
-        w = watch.Watch(return_type="object" if raw else None)
+        w = watch.Watch(return_type="object")
         with self._lock:
             if self._stopped:  # stopped before this watch began
                 return
@@ -212,48 +212,20 @@ class Kube:
     def api(self) -> client.ApiClient:
         return self._api or load_config(self._kubeconfig)
 
-    @cached_property
-    def core(self) -> client.CoreV1Api:
-        return client.CoreV1Api(self.api)
-
-    @cached_property
-    def batch(self) -> client.BatchV1Api:
-        return client.BatchV1Api(self.api)
-
-    @cached_property
-    def apps(self) -> client.AppsV1Api:
-        return client.AppsV1Api(self.api)
-
     def ping(self) -> str:
-        """The server's version, or ClusterUnreachable naming the address tried."""
-        try:
-            return self.get_json("/version", timeout=5)["gitVersion"]
-        except (HTTPError, ApiException, OSError) as err:
-            raise ClusterUnreachable(f"{self.api.configuration.host}: {type(err).__name__}") from err
+        """The server's version; ClusterUnreachable naming the address tried when it does not
+        answer."""
+        return self._answer("the API server's version", lambda: self.get_json("/version", timeout=5)["gitVersion"],
+                            absent=())
 
     def ensure_namespace(self, namespace: str) -> bool:
-        """Create the namespace if missing; True when this call created it."""
-        try:
-            self.get_json(f"/api/v1/namespaces/{namespace}")
-            return False
-        except ApiException as err:
-            if err.status != 404:
-                raise api_error(err, f"namespace {namespace}") from err
-        try:
-            self.request_json("POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
-                                                             "metadata": {"name": namespace}})
-            return True
-        except ApiException as err:
-            if err.status == 409:  # another `tfhelm up` made it just now
-                return False
-            raise api_error(err, f"namespace {namespace}") from err
+        """Create the namespace if missing; True when this call created it (False when
+        another `tfhelm up` made it meanwhile)."""
+        return self.read_namespace(namespace) is None and self.create_namespace(namespace)
 
-    def delete_namespace(self, namespace: str) -> None:
-        try:
-            self.core.delete_namespace(namespace)
-        except ApiException as err:
-            if err.status != 404:
-                raise api_error(err, f"namespace {namespace}") from err
+    def delete_namespace(self, namespace: str) -> bool:
+        """Delete it with everything in it; False when there was none."""
+        return self._delete("Namespace", None, namespace)
 
     def _resource(self, obj: dict):
         """The API resource serving an object's kind (discovery once per client)."""
@@ -318,51 +290,36 @@ class Kube:
         """The cluster's PVCs (by label: a PVC someone else makes meanwhile is not ours)."""
         return {p.metadata.name for p in self.objects(namespace, cluster).pvcs}
 
-    def delete_pvc(self, namespace: str, name: str) -> None:
-        try:
-            self.core.delete_namespaced_persistent_volume_claim(name, namespace)
-        except ApiException as err:
-            if err.status != 404:
-                raise api_error(err, f"PersistentVolumeClaim {namespace}/{name}") from err
+    def delete_pvc(self, namespace: str, name: str) -> bool:
+        """False when there was none."""
+        return self._delete("PersistentVolumeClaim", namespace, name)
 
     def create_configmap(self, namespace: str, obj: dict) -> bool:
         """Create a ConfigMap; False when one of that name exists (named by its content)."""
-        try:
-            self.request_json("POST", f"/api/v1/namespaces/{namespace}/configmaps", obj)
-            return True
-        except ApiException as err:
-            if err.status == 409:
-                return False
-            raise api_error(err, f"ConfigMap {namespace}/{obj['metadata']['name']}") from err
+        return self._create("ConfigMap", namespace, obj) is not None
 
     def set_configmap_owner(self, namespace: str, name: str, owner: str) -> None:
         """Make ConfigMap `owner` the owner of ConfigMap `name`: the garbage collector
-        deletes it with its owner."""
-        base = f"/api/v1/namespaces/{namespace}/configmaps"
-        uid = self.get_json(f"{base}/{owner}")["metadata"]["uid"]
+        deletes it with its owner. Either one missing is an error."""
+        uid = self._one("GET", "ConfigMap", namespace, owner, absent=())["metadata"]["uid"]
         owners = [{"apiVersion": "v1", "kind": "ConfigMap", "name": owner, "uid": uid}]
-        patch = {"metadata": {"ownerReferences": owners}}
-        self.request_json("PATCH", f"{base}/{name}", patch, content_type="application/merge-patch+json")
+        self._one("PATCH", "ConfigMap", namespace, name, {"metadata": {"ownerReferences": owners}},
+                  absent=(), content_type=MERGE_PATCH)
 
     def configmap_names(self, namespace: str, selector: str) -> set[str]:
-        return {c["metadata"]["name"] for c in
-                self.raw_list(f"/api/v1/namespaces/{namespace}/configmaps", METADATA_LIST, labelSelector=selector)}
+        return {c["metadata"]["name"] for c in self._all("ConfigMap", namespace, selector, accept=METADATA_LIST)}
 
-    def delete_configmap(self, namespace: str, name: str) -> None:
-        try:
-            self.request_json("DELETE", f"/api/v1/namespaces/{namespace}/configmaps/{name}")
-        except ApiException as err:
-            if err.status != 404:
-                raise api_error(err, f"ConfigMap {namespace}/{name}") from err
+    def delete_configmap(self, namespace: str, name: str) -> bool:
+        """False when there was none."""
+        return self._delete("ConfigMap", namespace, name)
 
     def objects(self, namespace: str, cluster: str) -> ClusterObjects:
         sel = f"{CLUSTER_LABEL}={cluster}"
-        return ListedObjects({
-            "pods": lambda: list(self.task_pods(namespace, cluster)),
-            "jobs": lambda: self.listed(f"/apis/batch/v1/namespaces/{namespace}/jobs", labelSelector=sel),
-            "deployments": lambda: self.listed(f"/apis/apps/v1/namespaces/{namespace}/deployments", labelSelector=sel),
-            "pvcs": lambda: self.listed(f"/api/v1/namespaces/{namespace}/persistentvolumeclaims", labelSelector=sel),
-        })
+
+        def of(kind: str) -> Callable[[], list[JsonObject]]:
+            return lambda: [JsonObject(o) for o in self._all(kind, namespace, sel)]
+        return ListedObjects({"pods": lambda: list(self.task_pods(namespace, cluster)), "jobs": of("Job"),
+                              "deployments": of("Deployment"), "pvcs": of("PersistentVolumeClaim")})
 
     def get_json(self, path: str, accept: str = "application/json", timeout=None, **query) -> dict:
         """GET an API path as JSON through the configured client (auth, TLS), without the
@@ -371,9 +328,10 @@ class Kube:
         return json.loads(self._request("GET", path, accept=accept, timeout=timeout, **query).read())
 
     def request_json(self, method: str, path: str, body: dict | None = None,
-                     content_type: str = "application/json", **query) -> dict:
+                     content_type: str = "application/json", timeout=None, **query) -> dict:
         """One request with a JSON body and answer (see get_json); raises ApiException."""
-        return json.loads(self._request(method, path, body, content_type=content_type, **query).read())
+        return json.loads(self._request(method, path, body, content_type=content_type, timeout=timeout,
+                                        **query).read())
 
     def _request(self, method: str, path: str, body: dict | None = None, accept: str = "application/json",
                  timeout=None, content_type: str = "application/json", **query):
@@ -398,41 +356,46 @@ class Kube:
             if not token:
                 return
 
-    def raw_list(self, path: str, accept: str = "application/json", **query) -> Iterator[dict]:
-        """The items of a list as JSON, page by page (`limit` and `continue`): one page is in
-        memory at a time."""
-        for page in self._pages(path, accept, **query):
-            yield from page.get("items") or []
+    # --- A feed's list and watch (cluster/feed.py) ----------------------------------------
+    # Objects as JSON. These raise as the client does (ApiException, urllib3's errors, Gone
+    # on 410): a feed retries them, or stops on a refusal (errors.forbidden) with the error
+    # made user-facing once.
 
-    def list_json(self, path: str, accept: str = "application/json", **query) -> tuple[list[dict], str]:
-        """A list's items (JSON, paged) and its resourceVersion, to watch from."""
+    def listing(self, kind: str, namespace: str, selector: str, *, fields: str | None = None,
+                accept: str = "application/json") -> tuple[list[dict], str]:
+        """The objects of a kind with these labels (JSON, paged) and the list's
+        resourceVersion, to watch from. A page never hangs (30 s)."""
         items, version = [], ""
-        for page in self._pages(path, accept, 30, **query):  # a feed's list: never hangs
+        for page in self._pages(_path(kind, namespace), accept, 30, labelSelector=selector, fieldSelector=fields):
             items += page.get("items") or []
             version = version or page["metadata"]["resourceVersion"]  # the snapshot of page 1
         return items, version
 
-    def watch_json(self, watches: Watches, path: str, resource_version: str, timeout: int,
-                   accept: str = "application/json", **query) -> Iterator[tuple[str, dict | None, str]]:
-        """Watch an API path from `resource_version` (see Watches.stream), objects as JSON."""
+    def watch(self, watches: Watches, kind: str, namespace: str, selector: str, resource_version: str,
+              timeout: int, *, fields: str | None = None,
+              accept: str = "application/json") -> Iterator[tuple[str, dict | None, str]]:
+        """Watch the objects of a kind with these labels from `resource_version` (see
+        Watches.stream), objects as JSON."""
+        path = _path(kind, namespace)
+
         def request(*, watch, resource_version, allow_watch_bookmarks, timeout_seconds, _preload_content,
                     _request_timeout):
             return self._request("GET", path, accept=accept, timeout=_request_timeout, watch="true",
                                  resourceVersion=resource_version, allowWatchBookmarks="true",
-                                 timeoutSeconds=str(timeout_seconds), **query).response
-        return watches.stream(request, resource_version=resource_version, timeout=timeout, raw=True)
+                                 timeoutSeconds=str(timeout_seconds), labelSelector=selector,
+                                 fieldSelector=fields).response
+        return watches.stream(request, resource_version=resource_version, timeout=timeout)
 
     def succeeded_pods(self, namespace: str, selector: str) -> tuple[list[dict], str]:
         """The metadata (JSON) of the Succeeded pods with these labels, and the list's
         resourceVersion."""
-        return self.list_json(f"/api/v1/namespaces/{namespace}/pods", METADATA_LIST, labelSelector=selector,
-                              fieldSelector=SUCCEEDED)
+        return self.listing("Pod", namespace, selector, fields=SUCCEEDED, accept=METADATA_LIST)
 
     def watch_succeeded_pods(self, watches: Watches, namespace: str, selector: str, resource_version: str,
                              timeout: int) -> Iterator[tuple[str, dict | None, str]]:
         """Pods turning Succeeded (ADDED: they enter the field selector) as metadata (JSON)."""
-        return self.watch_json(watches, f"/api/v1/namespaces/{namespace}/pods", resource_version, timeout,
-                               METADATA_WATCH, labelSelector=selector, fieldSelector=SUCCEEDED)
+        return self.watch(watches, "Pod", namespace, selector, resource_version, timeout, fields=SUCCEEDED,
+                          accept=METADATA_WATCH)
 
     def pod_log(self, namespace: str, pod: str, container: str, tail: int | None = None) -> str | None:
         """A container's log so far; None when the pod is gone."""
@@ -451,35 +414,32 @@ class Kube:
         return self._request("GET", f"/api/v1/namespaces/{namespace}/pods/{pod}/log", accept="*/*",
                              container=container, tailLines=None if tail is None else str(tail), **query)
 
-    def listed(self, path: str, **query) -> list[JsonObject]:
-        """A list of a few objects (a cluster's Jobs, Deployments, Events) as JsonObjects."""
-        return [JsonObject(item) for item in self.raw_list(path, **query)]
-
     def task_pods(self, namespace: str, cluster: str) -> Iterator[dict]:
-        """A cluster's pods (JSON), paged."""
-        return self.raw_list(f"/api/v1/namespaces/{namespace}/pods", labelSelector=f"{CLUSTER_LABEL}={cluster}")
+        """A cluster's pods (JSON), paged: one page in memory at a time."""
+        return self._each("Pod", namespace, f"{CLUSTER_LABEL}={cluster}")
 
     def workloads(self, namespace: str, cluster: str) -> tuple[list[JsonObject], list[JsonObject]]:
         """A cluster's Jobs and Deployments: a handful of objects whatever its size."""
-        sel = f"{CLUSTER_LABEL}={cluster}"
-        return (self.listed(f"/apis/batch/v1/namespaces/{namespace}/jobs", labelSelector=sel),
-                self.listed(f"/apis/apps/v1/namespaces/{namespace}/deployments", labelSelector=sel))
+        return self._workloads(namespace, f"{CLUSTER_LABEL}={cluster}")
 
-    def tf_workloads(self, namespace: str | None) -> tuple[list, list]:
+    def tf_workloads(self, namespace: str | None) -> tuple[list[JsonObject], list[JsonObject]]:
         """Jobs and Deployments of every TF cluster in a namespace (None: all namespaces)."""
-        sel = CLUSTER_LABEL
-        if namespace is None:
-            return (self.batch.list_job_for_all_namespaces(label_selector=sel).items,
-                    self.apps.list_deployment_for_all_namespaces(label_selector=sel).items)
-        return (self.batch.list_namespaced_job(namespace, label_selector=sel).items,
-                self.apps.list_namespaced_deployment(namespace, label_selector=sel).items)
+        return self._workloads(namespace, CLUSTER_LABEL)
+
+    def _workloads(self, namespace: str | None, selector: str) -> tuple[list[JsonObject], list[JsonObject]]:
+        return ([JsonObject(j) for j in self._all("Job", namespace, selector)],
+                [JsonObject(d) for d in self._all("Deployment", namespace, selector)])
 
     def tf_succeeded_pods(self, namespace: str | None) -> Iterator[dict]:
         """The metadata (JSON) of every TF cluster's Succeeded chief and worker pods in a
         namespace (None: all namespaces), paged."""
-        path = f"/api/v1/namespaces/{namespace}/pods" if namespace else "/api/v1/pods"
-        return self.raw_list(path, METADATA_LIST, labelSelector=f"{CLUSTER_LABEL},{ROLE_LABEL} in (chief,worker)",
-                             fieldSelector=SUCCEEDED)
+        return self._each("Pod", namespace, f"{CLUSTER_LABEL},{ROLE_LABEL} in (chief,worker)", fields=SUCCEEDED,
+                          accept=METADATA_LIST)
+
+    def events_of(self, namespace: str, kind: str, name: str) -> list[JsonObject]:
+        """The Events about one object (the reaper records its decisions on a Job)."""
+        return [JsonObject(e) for e in self._all(
+            "Event", namespace, fields=f"involvedObject.kind={kind},involvedObject.name={name}")]
 
     def ran_only_on_simulated_nodes(self, namespace: str, cluster: str) -> bool:
         """Did the cluster's pods run on simulated (kwok) nodes only, where no container
@@ -489,11 +449,11 @@ class Kube:
 
         def any_pod(*nodes: str) -> bool:
             fields = ",".join(f"spec.nodeName!={n}" for n in ("", *nodes))  # scheduled, not on these
-            return bool(self.get_json(path, METADATA_LIST, labelSelector=sel, fieldSelector=fields,
-                                      limit=1).get("items"))
+            return bool(self._answer(f"pods in {namespace}", lambda: self.get_json(
+                path, METADATA_LIST, labelSelector=sel, fieldSelector=fields, limit=1), absent=()).get("items"))
         if not any_pod():
             return False
-        fake = [n["metadata"]["name"] for n in self.raw_list("/api/v1/nodes", METADATA_LIST)
+        fake = [n["metadata"]["name"] for n in self._each("Node", None, accept=METADATA_LIST)
                 if (n["metadata"].get("annotations") or {}).get("kwok.x-k8s.io/node") == "fake"]
         return not any_pod(*fake)
 
@@ -503,11 +463,7 @@ class Kube:
         pods first (foreground deletion): no old task runs beside a new one."""
         names = [j.metadata.name for j in self.objects(namespace, cluster).jobs] if names is None else names
         for name in names:
-            try:
-                self.batch.delete_namespaced_job(name, namespace, propagation_policy="Foreground")
-            except ApiException as err:
-                if err.status != 404:
-                    raise api_error(err, f"Job {namespace}/{name}") from err
+            self._delete("Job", namespace, name, propagation="Foreground")
         deadline = time.monotonic() + timeout
         while {j.metadata.name for j in self.objects(namespace, cluster).jobs} & set(names):
             if time.monotonic() > deadline:
@@ -516,10 +472,9 @@ class Kube:
         return names
 
     def delete_pvcs(self, namespace: str, cluster: str) -> list[str]:
-        names = [p.metadata.name for p in self.objects(namespace, cluster).pvcs]
-        for name in names:
-            self.core.delete_namespaced_persistent_volume_claim(name, namespace)
-        return names
+        """Delete the cluster's PVCs; those deleted."""
+        return [p.metadata.name for p in self.objects(namespace, cluster).pvcs
+                if self.delete_pvc(namespace, p.metadata.name)]
 
     # --- One object at a time, one error idiom ---------------------------------------------
     # Objects are the API's JSON (plain dicts). A missing object is None (False where the
@@ -540,21 +495,37 @@ class Kube:
             raise ClusterUnreachable(f"{self.api.configuration.host}: {type(err).__name__} ({what})") from err
 
     def _one(self, method: str, kind: str, namespace: str | None, name: str, body: dict | None = None, *,
-             absent: tuple[int, ...] = (404,), content_type: str = "application/json") -> dict | None:
+             absent: tuple[int, ...] = (404,), content_type: str = "application/json",
+             timeout: float | None = None) -> dict | None:
         """One request about one object (a create names the collection: its name is the body's)."""
         path = _path(kind, namespace, None if method == "POST" else name)
         return self._answer(_what(kind, namespace, name), lambda: self.request_json(
-            method, path, body, content_type=content_type), absent)
+            method, path, body, content_type=content_type, timeout=timeout), absent)
 
-    def _all(self, kind: str, namespace: str | None, selector: str | None) -> list[dict]:
-        """The objects of a kind with these labels, paged."""
+    def _each(self, kind: str, namespace: str | None, selector: str | None = None, *, fields: str | None = None,
+              accept: str = "application/json", timeout: float | None = None) -> Iterator[dict]:
+        """The objects of a kind (None: in every namespace) with these labels and fields,
+        page by page: one page is in memory at a time."""
         what = _RESOURCES[kind][1] + (f" in {namespace}" if namespace else "")
-        return self._answer(what, lambda: list(self.raw_list(_path(kind, namespace), labelSelector=selector)),
-                            absent=())
+        pages = self._pages(_path(kind, namespace), accept, timeout, labelSelector=selector, fieldSelector=fields)
+        while (page := self._answer(what, lambda: next(pages, None), absent=())) is not None:
+            yield from page.get("items") or []
 
-    def _create(self, kind: str, namespace: str | None, obj: dict) -> dict | None:
+    def _all(self, kind: str, namespace: str | None, selector: str | None = None, **options) -> list[dict]:
+        """The objects of a kind with these labels (see _each), all at once."""
+        return list(self._each(kind, namespace, selector, **options))
+
+    def _create(self, kind: str, namespace: str | None, obj: dict, timeout: float | None = None) -> dict | None:
         """The object created; None when one of that name exists."""
-        return self._one("POST", kind, namespace, obj["metadata"]["name"], obj, absent=(409,))
+        return self._one("POST", kind, namespace, obj["metadata"]["name"], obj, absent=(409,), timeout=timeout)
+
+    def _delete(self, kind: str, namespace: str | None, name: str, propagation: str | None = None,
+                timeout: float | None = None) -> bool:
+        """Delete one object (its dependents: `propagation`, else the API's default); False
+        when there was none."""
+        options = None if propagation is None else {
+            "apiVersion": "v1", "kind": "DeleteOptions", "propagationPolicy": propagation}
+        return self._one("DELETE", kind, namespace, name, options, timeout=timeout) is not None
 
     def serves(self, obj: dict) -> bool:
         """Does the API server serve this object's kind (discovery, once per client)?"""
@@ -576,9 +547,10 @@ class Kube:
     def read_namespace(self, name: str) -> dict | None:
         return self._one("GET", "Namespace", None, name)
 
-    def create_namespace(self, name: str, labels: dict[str, str]) -> bool:
+    def create_namespace(self, name: str, labels: dict[str, str] | None = None) -> bool:
         """False when one of that name exists."""
-        obj = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels}}
+        meta = {"name": name, **({"labels": labels} if labels else {})}
+        obj = {"apiVersion": "v1", "kind": "Namespace", "metadata": meta}
         return self._create("Namespace", None, obj) is not None
 
     def label_namespace(self, name: str, labels: dict[str, str]) -> bool:
@@ -600,8 +572,28 @@ class Kube:
         """False when there was none."""
         return self._one("DELETE", "Secret", namespace, name) is not None
 
-    def deployments(self, namespace: str, selector: str) -> list[dict]:
-        return self._all("Deployment", namespace, selector)
+    def deployments(self, namespace: str, selector: str, timeout: float | None = None) -> list[dict]:
+        return self._all("Deployment", namespace, selector, timeout=timeout)
+
+    def delete_deployment(self, namespace: str, name: str, timeout: float | None = None) -> bool:
+        """Delete it, its pods in the background; False when there was none."""
+        return self._delete("Deployment", namespace, name, "Background", timeout)
+
+    def services(self, namespace: str, selector: str, timeout: float | None = None) -> list[dict]:
+        return self._all("Service", namespace, selector, timeout=timeout)
+
+    def delete_service(self, namespace: str, name: str, timeout: float | None = None) -> bool:
+        """False when there was none."""
+        return self._delete("Service", namespace, name, "Background", timeout)
+
+    def suspend_job(self, namespace: str, name: str, timeout: float | None = None) -> bool:
+        """Suspend a Job (its running pods are stopped); False when there is none."""
+        return self._one("PATCH", "Job", namespace, name, {"spec": {"suspend": True}}, content_type=MERGE_PATCH,
+                         timeout=timeout) is not None
+
+    def create_event(self, namespace: str, obj: dict, timeout: float | None = None) -> bool:
+        """Record an Event; False when one of that name exists."""
+        return self._create("Event", namespace, obj, timeout) is not None
 
     def read_deployment(self, namespace: str, name: str) -> dict | None:
         return self._one("GET", "Deployment", namespace, name)
@@ -638,14 +630,18 @@ class Kube:
 
 T = TypeVar("T")
 MERGE_PATCH = "application/merge-patch+json"
-# Kind -> (API path prefix, resource): the kinds the facade's one-object methods serve.
+# Kind -> (API path prefix, resource): the kinds the facade serves.
 _RESOURCES = {
     "Namespace": ("/api/v1", "namespaces"),
     "Node": ("/api/v1", "nodes"),
+    "ConfigMap": ("/api/v1", "configmaps"),
+    "Event": ("/api/v1", "events"),
+    "PersistentVolumeClaim": ("/api/v1", "persistentvolumeclaims"),
     "Pod": ("/api/v1", "pods"),
     "Secret": ("/api/v1", "secrets"),
     "Service": ("/api/v1", "services"),
     "Deployment": ("/apis/apps/v1", "deployments"),
+    "Job": ("/apis/batch/v1", "jobs"),
     "Ingress": ("/apis/networking.k8s.io/v1", "ingresses"),
     "Lease": ("/apis/coordination.k8s.io/v1", "leases"),
 }

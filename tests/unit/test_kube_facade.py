@@ -1,14 +1,16 @@
 """The Kube facade's one error idiom (a missing object is None or False; a refusal a typed
-error naming the object), and what is built on it: the install lock, `tfhelm logs`."""
+error naming the object), and what is built on it: the install lock, `tfhelm logs`, the
+reaper's requests."""
 
 import time
 from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from tfhelm.cluster import lock, tasklogs
+from tfhelm.cluster import lock, report, tasklogs, training
 from tfhelm.contract import CLUSTER_LABEL, ROLE_LABEL, TASK_INDEX_LABEL
 from tfhelm.errors import ClusterUnreachable, Forbidden, TfhelmError
+from tfhelm.reaper import KubeReapClient, event_name
 
 from .fake_apiserver import FakeApiServer, served
 
@@ -51,6 +53,109 @@ def test_a_server_that_does_not_answer_is_unreachable():
     server.down = True
     with pytest.raises(ClusterUnreachable, match=r"fake-apiserver: MaxRetryError \(Secret ns/s\)"):
         served(server).read_secret("ns", "s")
+
+
+def test_the_clusters_objects_in_the_same_idiom():
+    server = FakeApiServer()
+    kube = served(server)
+    assert kube.ensure_namespace("ns") is True and kube.ensure_namespace("ns") is False
+    code = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c-code-1", "labels": {"a": "b"}}}
+    assert kube.create_configmap("ns", code) is True and kube.create_configmap("ns", code) is False
+    kube.create_configmap("ns", {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c-tfconfig"}})
+    kube.set_configmap_owner("ns", "c-code-1", "c-tfconfig")
+    (owner,) = server.objects["/api/v1/namespaces/ns/configmaps/c-code-1"]["metadata"]["ownerReferences"]
+    assert owner["uid"] == server.objects["/api/v1/namespaces/ns/configmaps/c-tfconfig"]["metadata"]["uid"]
+    with pytest.raises(TfhelmError, match="ConfigMap ns/gone: the API server refused \\(404\\)"):
+        kube.set_configmap_owner("ns", "c-code-1", "gone")
+    assert kube.configmap_names("ns", "a=b") == {"c-code-1"}
+    assert kube.delete_configmap("ns", "c-code-1") is True and kube.delete_configmap("ns", "c-code-1") is False
+    for name, cluster in (("c-logs", "c"), ("c-data", "c"), ("other-logs", "other")):
+        server.put(f"/api/v1/namespaces/ns/persistentvolumeclaims/{name}",
+                   {"metadata": {"name": name, "labels": {CLUSTER_LABEL: cluster}}})
+    assert kube.pvc_names("ns", "c") == {"c-logs", "c-data"}
+    assert sorted(kube.delete_pvcs("ns", "c")) == ["c-data", "c-logs"] and kube.pvc_names("ns", "c") == set()
+    assert kube.delete_pvc("ns", "c-logs") is False
+    assert kube.delete_namespace("ns") is True and kube.delete_namespace("ns") is False
+
+
+def test_a_list_refused_or_a_server_away_is_one_typed_error():
+    server = FakeApiServer()
+    server.refuse["GET /apis/batch/v1/namespaces/ns/jobs"] = (
+        403, 'jobs.batch is forbidden: User "bob" cannot list resource "jobs" in API group "batch"')
+    with pytest.raises(Forbidden, match="jobs in ns: forbidden \\(403\\)"):
+        served(server).tf_workloads("ns")
+    with pytest.raises(Forbidden, match="jobs in ns: forbidden"):
+        list(served(server).objects("ns", "c").jobs)
+    server.down = True
+    with pytest.raises(ClusterUnreachable, match="fake-apiserver: MaxRetryError \\(the API server's version\\)"):
+        served(server).ping()
+    with pytest.raises(ClusterUnreachable, match="\\(pods in ns\\)"):
+        next(served(server).task_pods("ns", "c"))
+
+
+# --- the reaper's requests ---------------------------------------------------------------
+
+# What the in-cluster reaper's Role allows (charts/tf-cluster/charts/tf-cluster-lib/templates/
+# reaper/_rbac.tpl), as requests: list (and watch) Jobs and pods, patch a Job, create Events,
+# list and delete Deployments and Services.
+REAPER_ROLE = {("GET", "jobs"), ("GET", "pods"), ("PATCH", "jobs"), ("POST", "events"),
+               ("GET", "deployments"), ("DELETE", "deployments"), ("GET", "services"), ("DELETE", "services")}
+
+
+def reaper_cluster(server: FakeApiServer) -> None:
+    def labels(role, cluster="c"):
+        return {CLUSTER_LABEL: cluster, ROLE_LABEL: role}
+    for cluster in ("c", "other"):
+        server.put(f"/apis/apps/v1/namespaces/ns/deployments/{cluster}-ps-0",
+                   {"metadata": {"name": f"{cluster}-ps-0", "labels": labels("ps", cluster)}})
+        server.put(f"/api/v1/namespaces/ns/services/{cluster}-ps-0",
+                   {"metadata": {"name": f"{cluster}-ps-0", "labels": labels("ps", cluster)}})
+    server.put("/api/v1/namespaces/ns/services/c-worker", {"metadata": {"name": "c-worker", "labels": labels("worker")}})
+    container = {"name": "tensorflow", "command": ["python3", "/etc/tfhelm/launcher.py"], "args": ["server"]}
+    server.put("/apis/batch/v1/namespaces/ns/jobs/c-worker", {
+        "metadata": {"name": "c-worker", "labels": labels("worker"), "creationTimestamp": "2026-01-01T12:00:00Z"},
+        "spec": {"completions": 2, "template": {"spec": {"containers": [container]}}},
+        "status": {"succeeded": 1, "ready": 1, "completedIndexes": "0"}})
+
+
+def test_the_reaper_reads_json_jobs_and_acts_through_kube_within_its_role():
+    server = FakeApiServer()
+    reaper_cluster(server)
+    client = KubeReapClient(served(server))
+    jobs, version = client.list_jobs("ns", f"{CLUSTER_LABEL}=c")
+    (row,) = [training.job_row(j) for j in jobs]  # the JSON read like a client model
+    assert version == "1" and (row.name, row.role, row.cluster, row.total, row.succeeded) == (
+        "c-worker", "worker", "c", 2, 1)
+    assert row.state == "Running" and row.runs_server and row.completed_indexes == "0" and row.created_at.year == 2026
+    assert client.delete_ps("ns", "c") == ["Deployment c-ps-0", "Service c-ps-0"]
+    assert client.delete_ps("ns", "c") == [], "already gone"
+    assert "/apis/apps/v1/namespaces/ns/deployments/other-ps-0" in server.objects, "another cluster's stay"
+    assert "/api/v1/namespaces/ns/services/c-worker" in server.objects
+    assert client.suspend_job("ns", "c-worker") is True and client.suspend_job("ns", "gone") is False
+    assert server.objects["/apis/batch/v1/namespaces/ns/jobs/c-worker"]["spec"]["suspend"] is True
+    assert client.emit("ns", row, "TFClusterReaped", "done: x" * 200, True) is True
+    assert client.emit("ns", row, "TFClusterReaped", "again", True) is False, "Event names are deterministic"
+    event = server.objects[f"/api/v1/namespaces/ns/events/{event_name(row, 'TFClusterReaped')}"]
+    assert event["involvedObject"] == {"apiVersion": "batch/v1", "kind": "Job", "name": "c-worker",
+                                       "namespace": "ns", "uid": row.uid}
+    assert (event["type"], len(event["message"]), event["metadata"]["labels"]) == ("Warning", 1024, {CLUSTER_LABEL: "c"})
+    asked = {(call.split()[0], call.split("/namespaces/ns/")[1].split("/")[0]) for call in server.calls}
+    assert asked <= REAPER_ROLE, asked - REAPER_ROLE
+    # `tfhelm status` reads the reaper's Events through the same door
+    (line,) = report.reaper_lines(served(server).events_of("ns", "Job", "c-worker"))
+    assert "TFClusterReaped: done: x" in line
+
+
+def test_the_reapers_refusals_are_typed_errors_it_can_tell_apart():
+    from tfhelm.errors import forbidden
+
+    server = FakeApiServer()
+    reaper_cluster(server)
+    server.refuse["DELETE /apis/apps/v1/namespaces/ns/deployments/c-ps-0"] = (
+        403, 'deployments.apps "c-ps-0" is forbidden: User "system:serviceaccount:ns:c-reaper" cannot delete')
+    with pytest.raises(Forbidden) as exc:
+        KubeReapClient(served(server)).delete_ps("ns", "c")
+    assert forbidden(exc.value) and "Deployment ns/c-ps-0: forbidden (403)" in str(exc.value)
 
 
 # --- the install lock --------------------------------------------------------------------

@@ -162,15 +162,13 @@ class FakeKube:
     def send(self, kind: str, event: str, obj: dict) -> None:
         self.queues[kind].put((event, obj, "2"))
 
-    @staticmethod
-    def kind(path: str) -> str:
-        return path.rsplit("/", 1)[1]
+    KINDS = {"Job": "jobs", "Deployment": "deployments", "Pod": "pods"}
 
-    def list_json(self, path, accept="application/json", **query):
-        return self.items[self.kind(path)], "1"
+    def listing(self, kind, namespace, selector, **options):
+        return self.items[self.KINDS[kind]], "1"
 
-    def watch_json(self, watches, path, rv, timeout, accept="application/json", **query):
-        q = self.queues[self.kind(path)]
+    def watch(self, watches, kind, namespace, selector, rv, timeout, **options):
+        q = self.queues[self.KINDS[kind]]
         while not watches.stopped:
             try:
                 yield q.get(timeout=0.02)
@@ -178,10 +176,10 @@ class FakeKube:
                 continue
 
     def succeeded_pods(self, namespace, selector):
-        return self.list_json("/pods")
+        return self.listing("Pod", namespace, selector)
 
     def watch_succeeded_pods(self, watches, namespace, selector, rv, timeout):
-        return self.watch_json(watches, "/pods", rv, timeout)
+        return self.watch(watches, "Pod", namespace, selector, rv, timeout)
 
     def ran_only_on_simulated_nodes(self, namespace, cluster):
         return True

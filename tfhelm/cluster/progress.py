@@ -40,12 +40,11 @@ def feeds(kube: Kube, namespace: str, name: str, finishing: str, events: queue.Q
     """The cluster's Jobs, PS Deployments and `finishing` Succeeded pods onto `events`."""
     sel, stop = f"{CLUSTER_LABEL}={name}", threading.Event()
     ps, pods = f"{sel},{ROLE_LABEL}=ps", f"{sel},{ROLE_LABEL}={finishing}"
-    jobs, deps = f"/apis/batch/v1/namespaces/{namespace}/jobs", f"/apis/apps/v1/namespaces/{namespace}/deployments"
 
-    def of(name: str, what: str, path: str, selector: str) -> feed.Feed:
-        return feed.Feed(name, what, lambda: kube.list_json(path, labelSelector=selector),
-                         lambda rv, t: kube.watch_json(watches, path, rv, t, labelSelector=selector), events, stop)
-    return [of("jobs", "Jobs", jobs, sel), of("deployments", "Deployments", deps, ps),
+    def of(name: str, what: str, kind: str, selector: str) -> feed.Feed:
+        return feed.Feed(name, what, lambda: kube.listing(kind, namespace, selector),
+                         lambda rv, t: kube.watch(watches, kind, namespace, selector, rv, t), events, stop)
+    return [of("jobs", "Jobs", "Job", sel), of("deployments", "Deployments", "Deployment", ps),
             feed.Feed("pods", "pods", lambda: kube.succeeded_pods(namespace, pods),
                       lambda rv, t: kube.watch_succeeded_pods(watches, namespace, pods, rv, t), events, stop,
                       optional="no read access to pods")]

@@ -223,9 +223,7 @@ def show(kube, namespace: str, name: str, installed, fmt: str, every_task: bool 
 def job_events(kube, namespace: str, jobs: list) -> list:
     """The Events on a cluster's Jobs (the reaper records its decisions there): one small
     list per Job."""
-    return [ev for job in jobs for ev in kube.listed(
-        f"/api/v1/namespaces/{namespace}/events",
-        fieldSelector=f"involvedObject.kind=Job,involvedObject.name={job.metadata.name}")]
+    return [ev for job in jobs for ev in kube.events_of(namespace, "Job", job.metadata.name)]
 
 
 def print_table(namespace: str, name: str, tasks: list[TaskRow], jobs: list, deployments: list,

@@ -30,7 +30,7 @@ from the Job's end as the API server recorded it, so a reaper killed at any poin
 restarted reaches the same end state, at the same time.
 """
 
-from tfhelm.reaper.client import Gone, KubeReapClient, ReapClient, ok_if_missing
+from tfhelm.reaper.client import Gone, KubeReapClient, ReapClient
 from tfhelm.reaper.loop import WATCH_SECONDS, Reaper
 from tfhelm.reaper.rules import (DEFAULT_GRACE, EVENT_SOURCE, GRACE, KEEP, POLICIES, REAP,
                                  REASON_KEPT, REASON_REAPED, REASON_REAPING, TIMESTAMP_RESOLUTION,
@@ -41,5 +41,5 @@ __all__ = [
     "DEFAULT_GRACE", "EVENT_SOURCE", "GRACE", "KEEP", "POLICIES", "REAP", "REASON_KEPT",
     "REASON_REAPED", "REASON_REAPING", "TIMESTAMP_RESOLUTION", "WAIT", "WATCH_SECONDS",
     "Decision", "Gone", "KubeReapClient", "ReapClient", "ReapConfig", "Reaper", "Result",
-    "decide", "event_name", "ok_if_missing",
+    "decide", "event_name",
 ]

@@ -1,6 +1,6 @@
-"""The reaper's side effects: Helm (pyhelm3) and the Kubernetes API behind KubeReapClient,
-the error helpers the loop relies on (forbidden, ok-if-missing), and the Events `tfhelm
-status` shows. Every action tolerates "already done"."""
+"""The reaper's side effects: Helm (pyhelm3) and the Kubernetes API (Kube) behind
+KubeReapClient, and the Events `tfhelm status` shows. Every action tolerates "already
+done"."""
 
 from __future__ import annotations
 
@@ -10,21 +10,25 @@ from datetime import datetime, timezone
 from typing import Iterator, Protocol
 
 from tfhelm.cluster.training import JobRow
-from tfhelm.errors import Forbidden, ReleaseError, user_facing
-from tfhelm.kube import CLUSTER_LABEL, ROLE_LABEL, Gone, Watches
+from tfhelm.kube import CLUSTER_LABEL, ROLE_LABEL, Gone, JsonObject, Kube, Watches
 from tfhelm.reaper.rules import EVENT_SOURCE, event_name
 
-__all__ = ["Gone", "KubeReapClient", "ReapClient", "ok_if_missing"]
+__all__ = ["Gone", "KubeReapClient", "ReapClient"]
+# Seconds one request of the reaper may take (its lists and watches bound their own).
+TIMEOUT = 30
 
 
 class ReapClient(Protocol):
     """What the loop needs from the cluster. Every action is idempotent."""
 
-    def list_jobs(self, namespace: str, selector: str) -> tuple[list, str]: ...
+    def list_jobs(self, namespace: str, selector: str) -> tuple[list, str]:
+        """The Jobs with these labels (read like client models: training.job_row reads them)
+        and the list's resourceVersion."""
 
     def watch_jobs(self, namespace: str, selector: str, resource_version: str,
                    timeout: int) -> Iterator[tuple[str, object, str]]:
-        """Yields (type, V1Job or None for bookmarks, resourceVersion); raises Gone."""
+        """Yields (type, a Job as list_jobs gives them or None for bookmarks,
+        resourceVersion); raises Gone."""
 
     def list_pods(self, namespace: str, selector: str) -> tuple[list[dict], str]:
         """The metadata (the API's JSON) of the Succeeded pods with these labels."""
@@ -49,10 +53,13 @@ class ReapClient(Protocol):
 
 
 class KubeReapClient:
-    """Helm (pyhelm3) and the Kubernetes API. `helm` is made on first use: a reaper that
-    deletes directly needs no helm binary."""
+    """Helm (pyhelm3) and the Kubernetes API through Kube, every request bounded in time (a
+    reaper runs for ever: no request may hang it). `helm` is made on first use: a reaper
+    that deletes directly needs no helm binary. Within the in-cluster reaper's Role: list
+    and watch Jobs (patch to suspend one) and pods' metadata, list and delete Deployments
+    and Services, create Events."""
 
-    def __init__(self, kube, helm=None):
+    def __init__(self, kube: Kube, helm=None):
         self.kube, self._helm, self.watches = kube, helm, Watches()
         self.instance = os.environ.get("HOSTNAME") or socket.gethostname()
 
@@ -65,13 +72,13 @@ class KubeReapClient:
         return self._helm
 
     def list_jobs(self, namespace, selector):
-        res = self.kube.batch.list_namespaced_job(namespace, label_selector=selector,
-                                                  _request_timeout=30)
-        return res.items, res.metadata.resource_version
+        jobs, version = self.kube.listing("Job", namespace, selector)
+        return [JsonObject(j) for j in jobs], version
 
     def watch_jobs(self, namespace, selector, resource_version, timeout):
-        return self.watches.stream(self.kube.batch.list_namespaced_job, namespace, label_selector=selector,
-                                   resource_version=resource_version, timeout=timeout)
+        for kind, job, version in self.kube.watch(self.watches, "Job", namespace, selector, resource_version,
+                                                  timeout):
+            yield kind, None if job is None else JsonObject(job), version
 
     def list_pods(self, namespace, selector):
         return self.kube.succeeded_pods(namespace, selector)
@@ -90,52 +97,25 @@ class KubeReapClient:
     def delete_ps(self, namespace, cluster):
         sel = f"{CLUSTER_LABEL}={cluster},{ROLE_LABEL}=ps"
         deleted = []
-        for kind, lister, deleter in (
-                ("Deployment", self.kube.apps.list_namespaced_deployment,
-                 self.kube.apps.delete_namespaced_deployment),
-                ("Service", self.kube.core.list_namespaced_service,
-                 self.kube.core.delete_namespaced_service)):
-            for obj in lister(namespace, label_selector=sel, _request_timeout=30).items:
-                if ok_if_missing(deleter, obj.metadata.name, namespace, propagation_policy="Background"):
-                    deleted.append(f"{kind} {obj.metadata.name}")
+        for kind, lister, deleter in (("Deployment", self.kube.deployments, self.kube.delete_deployment),
+                                      ("Service", self.kube.services, self.kube.delete_service)):
+            for obj in lister(namespace, sel, timeout=TIMEOUT):
+                if deleter(namespace, obj["metadata"]["name"], timeout=TIMEOUT):
+                    deleted.append(f"{kind} {obj['metadata']['name']}")
         return deleted
 
     def suspend_job(self, namespace, name):
-        return ok_if_missing(self.kube.batch.patch_namespaced_job, name, namespace,
-                             {"spec": {"suspend": True}})
+        return self.kube.suspend_job(namespace, name, timeout=TIMEOUT)
 
     def emit(self, namespace, job, reason, message, warning):
-        from kubernetes import client
-        from kubernetes.client.rest import ApiException
-
-        now = datetime.now(timezone.utc)
-        body = client.CoreV1Event(
-            metadata=client.V1ObjectMeta(name=event_name(job, reason), namespace=namespace,
-                                         labels={CLUSTER_LABEL: job.cluster}),
-            involved_object=client.V1ObjectReference(api_version="batch/v1", kind="Job",
-                                                     name=job.name, namespace=namespace, uid=job.uid),
-            reason=reason, message=message[:1024], type="Warning" if warning else "Normal",
-            first_timestamp=now, last_timestamp=now, count=1,
-            source=client.V1EventSource(component=EVENT_SOURCE),
-            reporting_component="tfhelm.io/reaper", reporting_instance=self.instance[:128])
-        try:
-            self.kube.core.create_namespaced_event(namespace, body, _request_timeout=30)
-            return True
-        except ApiException as e:
-            if e.status == 409:
-                return False
-            raise
-
-
-def ok_if_missing(fn, *args, **kwargs) -> bool:
-    """Call a Kubernetes API method; False when its object is already gone (404)."""
-    from kubernetes.client.rest import ApiException
-
-    try:
-        fn(*args, _request_timeout=30, **kwargs)
-        return True
-    except ApiException as e:
-        if e.status == 404:
-            return False
-        raise
-
+        now = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        event = {
+            "apiVersion": "v1", "kind": "Event",
+            "metadata": {"name": event_name(job, reason), "namespace": namespace,
+                         "labels": {CLUSTER_LABEL: job.cluster}},
+            "involvedObject": {"apiVersion": "batch/v1", "kind": "Job", "name": job.name,
+                               "namespace": namespace, "uid": job.uid},
+            "reason": reason, "message": message[:1024], "type": "Warning" if warning else "Normal",
+            "firstTimestamp": now, "lastTimestamp": now, "count": 1, "source": {"component": EVENT_SOURCE},
+            "reportingComponent": "tfhelm.io/reaper", "reportingInstance": self.instance[:128]}
+        return self.kube.create_event(namespace, event, timeout=TIMEOUT)

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Callable
 from tfhelm import yamlio
 from tfhelm.cluster import code_configmap, manifests, spec, training
 from tfhelm.cluster.values import ClusterOptions, ClusterValues, cluster_values
-from tfhelm.errors import ClusterUnreachable, SpecError, UsageError
+from tfhelm.errors import SpecError, UsageError
 
 if TYPE_CHECKING:  # the clients are passed in; importing them costs the kubernetes client
     from tfhelm.helm import Helm

@@ -103,17 +103,6 @@ def failure(st: dict) -> str:
     return ""
 
 
-def error_lines(rows: list[TaskRow], limit: int = 5) -> list[str]:
-    """The failed tasks' errors, one line per distinct error, naming the tasks that gave it."""
-    by_error: dict[str, list[str]] = {}
-    for r in rows:
-        if r.error:
-            by_error.setdefault(r.error, []).append(r.task)
-    lines = [f"{', '.join(tasks[:3])}{f' and {len(tasks) - 3} more' if len(tasks) > 3 else ''}: {error}"
-             for error, tasks in by_error.items()]
-    return lines[:limit] + ([f"and {len(lines) - limit} more distinct errors"] if len(lines) > limit else [])
-
-
 def task_rows(pods: Iterable[dict]) -> list[TaskRow]:
     """One row per TF task's pod, in task order (the in-cluster reaper's pod is no task)."""
     rows = [r for r in map(task_row, pods) if r is not None]

@@ -9,7 +9,6 @@ import threading
 from typing import Annotated, Optional
 
 import typer
-from rich.markup import escape
 
 from tfhelm.commands import options as o
 from tfhelm.console import cli_errors, err, note, write

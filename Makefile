@@ -31,6 +31,9 @@ $(VENV)/.installed: pyproject.toml tfhelm_dev/__init__.py
 	$(PY) -m pip install -q -e '.[test]'
 	# The development cluster (tfhelm_dev/) is not in the wheel: the checkout itself goes on the path.
 	echo '$(CURDIR)' > "$$($(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/tfhelm-dev.pth"
+	# Byte-compiled as pip does for an installed wheel (an editable install is not), so every
+	# command starts as fast as a user's, PYTHONDONTWRITEBYTECODE or not.
+	$(PY) -m compileall -q tfhelm
 	touch $@
 
 helm: $(BIN)/helm

@@ -174,8 +174,22 @@ def change_of(p: Plan, rendered: dict[str, list[dict]], installed: Installed, jo
     return Change(value_changes(olds, p.values) if old is not None else [], replaced, new_jobs, current)
 
 
+class Rendering:
+    """The plan `up` installs (`ship_code`) and its render, begun at once in a thread of its
+    own: Helm renders while the caller loads the API client and `up` reads the cluster."""
+
+    def __init__(self, p: Plan, helm: Helm):
+        self.plan, self.code = ship_code(p)
+        pool = ThreadPoolExecutor(1, thread_name_prefix="tfhelm-render")
+        self._rendered = pool.submit(render, self.plan, helm)
+        pool.shutdown(wait=False)  # the thread ends with the render
+
+    def result(self) -> dict[str, list[dict]]:
+        return self._rendered.result()
+
+
 def up(p: Plan, helm: Helm, kube: Kube, notify: Notify = lambda _: None,
-             replace: bool = False) -> Change:
+       replace: bool = False, rendering: Rendering | None = None) -> Change:
     """Install or upgrade both releases, without ever leaving a half-made cluster:
 
     1. render (schema, templates) and meanwhile read what exists (the releases, the Jobs,
@@ -197,17 +211,16 @@ def up(p: Plan, helm: Helm, kube: Kube, notify: Notify = lambda _: None,
     """
     from tfhelm.cluster import lock
 
-    p, code = ship_code(p)
-    with ThreadPoolExecutor(1, thread_name_prefix="tfhelm-render") as pool:
-        rendering = pool.submit(render, p, helm)
-        try:  # meanwhile, reads only: the Lease as it is, then what the cluster has
-            kube.ping()
-            seen = lock.peek(kube, p.namespace, p.name)
-            found = _look(p, helm, kube)
-        except Exception:
-            rendering.result()  # bad input is said first
-            raise
-        rendered = rendering.result()
+    rendering = rendering or Rendering(p, helm)
+    p, code = rendering.plan, rendering.code
+    try:  # meanwhile, reads only: the Lease as it is, then what the cluster has
+        kube.ping()
+        seen = lock.peek(kube, p.namespace, p.name)
+        found = _look(p, helm, kube)
+    except Exception:
+        rendering.result()  # bad input is said first
+        raise
+    rendered = rendering.result()
     made_namespace = kube.ensure_namespace(p.namespace)  # the lock lives in it
     try:
         with lock.InstallLock(kube, p.namespace, p.name, seen) as held:

@@ -13,7 +13,6 @@ from rich.markup import escape
 from tfhelm.chart import default_values
 from tfhelm.commands import options as o
 from tfhelm.console import cli_errors, err
-from tfhelm.reaper.console import json_record, run_reaper, summarize
 
 # The chart's `reaper:` values: the in-cluster reaper's defaults are this command's.
 _DEFAULTS = default_values()["reaper"]
@@ -68,6 +67,7 @@ def reap(name: Annotated[Optional[str], typer.Argument(
     from tfhelm.errors import TRAINING_FAILED, SpecError
     from tfhelm.kube import Kube
     from tfhelm.reaper import ReapConfig
+    from tfhelm.reaper.console import json_record, run_reaper, summarize
 
     if bool(name) == all_clusters:
         raise SpecError("NAME", "give a cluster name or --all, not both" if name

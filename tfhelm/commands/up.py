@@ -53,9 +53,9 @@ def up(name: Annotated[Optional[str], typer.Option(
         values_files=values_files, sets=sets, set_strings=set_strings, set_jsons=set_jsons,
         script_args=script_args))
     helm = Helm()
+    rendering = deploy.Rendering(p, helm)
     if dry_run:
-        shipped, code = deploy.ship_code(p)
-        write(deploy.manifests_yaml(deploy.render(shipped, helm), code))
+        write(deploy.manifests_yaml(rendering.result(), rendering.code))
         return
     from tfhelm.kube import Kube
 
@@ -67,7 +67,7 @@ def up(name: Annotated[Optional[str], typer.Option(
         require_workspace(user, kube)
     with _sigterm_as_interrupt():  # SIGTERM reports what is left, as Ctrl-C does
         try:
-            deploy.up(p, helm, kube, notify=note, replace=replace)
+            deploy.up(p, helm, kube, notify=note, replace=replace, rendering=rendering)
         except KeyboardInterrupt:
             err.print(f"[yellow]interrupted[/yellow] while installing {p.namespace}/{p.name}: `tfhelm "
                       f"up` again finishes it, `tfhelm down {p.name} -n {p.namespace}` removes it",

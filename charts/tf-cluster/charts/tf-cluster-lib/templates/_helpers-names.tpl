@@ -1,5 +1,5 @@
 {{- /*
-Every resource name and TF_CONFIG host comes from here. tfhelm/spec.py mirrors
+Every resource name and TF_CONFIG host comes from here. tfhelm/cluster/spec.py mirrors
 these rules; tests/chart/test_agreement.py proves both agree for many shapes.
 */ -}}
 
@@ -92,7 +92,7 @@ series of cAdvisor and kube-state-metrics, which carry no pod labels. */}}
 {{/*
 The cluster spec (ConfigMap key `cluster-spec.json`): per role of the training cluster a
 count and a host pattern whose `{index}` the launcher replaces by 0..count-1, as compact
-JSON with sorted keys, byte-identical to tfhelm.spec.dumps(tfhelm.spec.compact_spec(...)).
+JSON with sorted keys, byte-identical to tfhelm.cluster.spec.dumps(tfhelm.cluster.spec.compact_spec(...)).
 Its size does not depend on the number of tasks. The evaluator runs no server and stays out
 of it (as in TFJob): a coordinator or a collective would otherwise wait for it forever.
 */}}

@@ -570,7 +570,7 @@ class Kube:
 
     def delete_secret(self, namespace: str, name: str) -> bool:
         """False when there was none."""
-        return self._one("DELETE", "Secret", namespace, name) is not None
+        return self._delete("Secret", namespace, name)
 
     def deployments(self, namespace: str, selector: str, timeout: float | None = None) -> list[dict]:
         return self._all("Deployment", namespace, selector, timeout=timeout)

@@ -416,11 +416,3 @@ def run(tasks: list[LocalTask], script: str, args: list[str], dirs: RunDirs, *,
         if on_main:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
-
-
-def run_local(script: str, args: list[str], shape: spec.Shape, name: str = "local",
-              in_graph: bool = False, root: Path | None = None, **kw) -> RunResult:
-    """`tfhelm run --local`: plan the shape's tasks and run them."""
-    spec.validate_name(name)
-    dirs = RunDirs(root or default_root(name))
-    return run(plan(shape, name, in_graph), script, args, dirs, **kw)

@@ -25,9 +25,10 @@ Notify = Callable[[str], None]
 _OURS = f"{rules.USER_LABEL},app.kubernetes.io/managed-by=tfhelm"
 
 
-def render(opts: rules.UserOptions, helm: Helm) -> list[dict]:
-    """The release's manifests, rendered by the real chart (schema and checks included)."""
-    values = rules.compute_user_values(opts)
+def render(opts: rules.UserOptions, helm: Helm, values: dict | None = None) -> list[dict]:
+    """The release's manifests, rendered by the real chart (schema and checks included);
+    `values`: the options' values, when the caller computed them already."""
+    values = rules.compute_user_values(opts) if values is None else values
     return helm.template(rules.RELEASE, values, rules.user_namespace(opts.name), chart=rules.CHART)
 
 
@@ -36,7 +37,7 @@ def add(opts: rules.UserOptions, helm: Helm, kube: Kube, notify: Notify = lambda
     an existing token is kept, so adding a user again only upgrades the release."""
     values = rules.compute_user_values(opts)
     ns = rules.user_namespace(opts.name)
-    render(opts, helm)
+    render(opts, helm, values)  # bad values are refused before anything touches the cluster
     kube.ping()
     apply_service_policy(kube)
     created_ns = _ensure_namespace(kube, opts.name)

@@ -17,7 +17,7 @@ TFHELM := $(VENV)/bin/tfhelm
 export PATH := $(BIN):$(VENV)/bin:$(PATH)
 export GOTOOLCHAIN := local
 
-.PHONY: help install install-venv helm helm-docs test test-unit test-chart test-cluster demo docs chart-files schemas clean \
+.PHONY: help install install-venv helm helm-docs test test-unit test-chart test-cluster demo docs api-docs chart-files schemas clean \
   build-demo build-test
 help: ## Show the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -47,12 +47,15 @@ $(BIN)/helm-docs: mk/versions.mk
 	hack/cached-go-install.sh helm-docs $(HELM_DOCS_VERSION) $(BIN) -- \
 	  go install -ldflags "-s -w" github.com/norwoodj/helm-docs/cmd/helm-docs@$(HELM_DOCS_VERSION)
 
-docs: helm-docs chart-files schemas ## Regenerate the charts' READMEs from their values.yaml comments
+docs: helm-docs chart-files schemas api-docs ## Regenerate the charts' READMEs from their values.yaml comments, and docs/api.md
 	$(BIN)/helm-docs --chart-search-root charts --template-files README.md.gotmpl
 	$(BIN)/helm-docs --chart-search-root charts/tf-cluster --template-files VALUES.md.gotmpl --output-file VALUES.md
 
-chart-files: ## The chart's launcher: tfhelm/launcher.py without its prose (Helm stores it in every release)
-	python3 hack/chart-files.py
+api-docs: install-venv ## docs/api.md, the Python API's reference, from its docstrings
+	$(PY) hack/api-docs.py
+
+chart-files: install-venv ## The programs the charts run in pods (tfhelm/pod/, the reaper) without their prose
+	$(PY) hack/chart-files.py
 
 schemas: install-venv ## Each chart's values.schema.json from its values.schema.yaml, the shared defs and the contract
 	$(PY) hack/schemas.py
@@ -63,7 +66,7 @@ test-unit: install ## Pure Python tests
 test-chart: install helm-docs helm3 promtool ## helm lint/template tests, schema rejections, promtool on the alerts
 	$(PYTEST) tests/chart
 
--include mk/testenv.mk mk/tf.mk mk/node.mk mk/package.mk
+-include mk/testenv.mk mk/tf.mk mk/node.mk mk/package.mk mk/kueue.mk
 
 # The prerequisites of `make demo` and `make test`, independent steps at the same time, with
 # progress (hack/steps.py; each step is one of the targets here, cached as before).
@@ -74,8 +77,14 @@ build-test: ## Build what the tests need: the demo's and the test-only tools, in
 
 # The targets again after the build: nothing to do when it built them, and a step the plan
 # missed is still built (serially) rather than failing a test.
-test: build-test install helm-docs helm3 promtool prometheus testenv node images tf-deps registry ## Every tier: unit, chart, cluster, tf, real pods
-	$(PYTEST) tests $(PYTEST_ARGS)
+# The quick tiers first (no cluster: a broken change shows in minutes), then those on the local
+# cluster, Kueue's last (it starts Kueue for itself and stops it).
+TIERS := tests/unit tests/chart tests/tf tests/cluster tests/programs tests/realpods tests/queue
+test: build-test install helm-docs helm3 promtool prometheus testenv node images tf-deps registry kueue ## Every tier: unit, chart, tf, cluster, programs, real pods, queue
+	$(PYTEST) $(TIERS) --durations=25 $(PYTEST_ARGS)
+
+test-queue: install testenv node images kueue ## The queue tier: trainings sharing the training nodes through a real Kueue
+	$(PYTEST) tests/queue $(PYTEST_ARGS)
 
 test-cluster: install testenv node images registry ## The cluster tier against the local control plane
 	$(PYTEST) tests/cluster $(PYTEST_ARGS)

@@ -38,9 +38,10 @@ from rich.console import Console  # noqa: E402
 from tfhelm.cluster import deploy, progress  # noqa: E402
 from tfhelm.cluster.spec import Shape  # noqa: E402
 from tfhelm.cluster.values import ClusterOptions  # noqa: E402
+from tfhelm.contract import ROLE_LABEL  # noqa: E402
 from tfhelm.helm import Helm  # noqa: E402
 from tfhelm.kube import Kube, load_config  # noqa: E402
-from tfhelm.reaper import KubeReapClient, ReapConfig, Reaper  # noqa: E402
+from tfhelm.reaper import KubeReapClient, Reaper, default_config  # noqa: E402
 from tfhelm_dev import localcluster  # noqa: E402
 from reaper_latency import wait  # noqa: E402  (bench/ is on the path: scripts run from it)
 
@@ -63,8 +64,8 @@ class Moments:
         self.last_pod: float | None = None
         self.job_complete: float | None = None
         self._watches = [watch.Watch(return_type="object"), watch.Watch(return_type="object")]
-        pods = self.core.list_namespaced_pod(ns, label_selector="tfhelm.io/role=worker", _preload_content=False)
-        jobs = self.batch.list_namespaced_job(ns, label_selector="tfhelm.io/role=worker", _preload_content=False)
+        pods = self.core.list_namespaced_pod(ns, label_selector=f"{ROLE_LABEL}=worker", _preload_content=False)
+        jobs = self.batch.list_namespaced_job(ns, label_selector=f"{ROLE_LABEL}=worker", _preload_content=False)
         self._threads = [threading.Thread(target=self._quietly, daemon=True,
                                           args=(fn, json.loads(r.data)["metadata"]["resourceVersion"]))
                          for fn, r in ((self._pods, pods), (self._jobs, jobs))]
@@ -78,7 +79,7 @@ class Moments:
             pass
 
     def _pods(self, rv):
-        for ev in self._watches[0].stream(self.core.list_namespaced_pod, self.ns, label_selector="tfhelm.io/role=worker",
+        for ev in self._watches[0].stream(self.core.list_namespaced_pod, self.ns, label_selector=f"{ROLE_LABEL}=worker",
                                           resource_version=rv):
             p, now = ev["object"], time.monotonic()
             if (p.get("status") or {}).get("phase") == "Succeeded" and p["metadata"]["name"] not in self.succeeded:
@@ -87,7 +88,7 @@ class Moments:
                     self.last_pod = now
 
     def _jobs(self, rv):
-        for ev in self._watches[1].stream(self.batch.list_namespaced_job, self.ns, label_selector="tfhelm.io/role=worker",
+        for ev in self._watches[1].stream(self.batch.list_namespaced_job, self.ns, label_selector=f"{ROLE_LABEL}=worker",
                                           resource_version=rv):
             conds = (ev["object"].get("status") or {}).get("conditions") or []
             if self.job_complete is None and any(c["type"] == "Complete" and c["status"] == "True" for c in conds):
@@ -109,7 +110,7 @@ def run_once(admin: client.ApiClient, workers: int, out=sys.stderr) -> tuple[flo
         opts = ClusterOptions(name="c", namespace=ns, workers=workers, ps=1, value_files=[VALUES])
         deploy.up(deploy.plan(opts), Helm(), Kube(admin))
         running = lambda: len([p for p in core.list_namespaced_pod(  # noqa: E731
-            ns, label_selector="tfhelm.io/role=worker").items if p.status.phase == "Running"]) == workers
+            ns, label_selector=f"{ROLE_LABEL}=worker").items if p.status.phase == "Running"]) == workers
         wait(running, 900, f"{workers} workers running")
         moments = Moments(admin, ns, workers)
 
@@ -119,7 +120,7 @@ def run_once(admin: client.ApiClient, workers: int, out=sys.stderr) -> tuple[flo
             if "training complete" in line:
                 decided.setdefault("reaper", time.monotonic())
         reaper_kube = Kube(load_config())
-        r = Reaper(KubeReapClient(reaper_kube), ns, "c", ReapConfig(grace=3600), forever=True, log_line=said)
+        r = Reaper(KubeReapClient(reaper_kube), ns, "c", default_config(grace=3600), forever=True, log_line=said)
         threading.Thread(target=r.run, daemon=True).start()
 
         def waiting():
@@ -129,7 +130,7 @@ def run_once(admin: client.ApiClient, workers: int, out=sys.stderr) -> tuple[flo
             decided["wait"] = time.monotonic()
         threading.Thread(target=waiting, daemon=True).start()
         time.sleep(2)  # both have listed and watch
-        for p in core.list_namespaced_pod(ns, label_selector="tfhelm.io/role=worker").items:
+        for p in core.list_namespaced_pod(ns, label_selector=f"{ROLE_LABEL}=worker").items:
             core.patch_namespaced_pod(p.metadata.name, ns, {"metadata": {"annotations": {
                 "tfhelm.io/kwok-complete-after": "100ms"}}})
         wait(lambda: len(decided) == 2 and moments.job_complete and moments.last_pod, 900, "the end seen")

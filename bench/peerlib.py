@@ -11,13 +11,15 @@ import re
 import statistics
 import struct
 
+from tfhelm import contract
+
 TFJOB_API = "kubeflow.org/v1"
 # TFJob's replica types as its API spells them, and the task types in TF_CONFIG.
 REPLICA_TYPES = {"worker": "Worker", "ps": "PS"}
 # What tfhelm's pods carry that a TFJob sets itself or that names tfhelm's own objects.
-TFHELM_ONLY_ENV = {"TFHELM_TASK_INDEX", "TFHELM_TASK_TYPE", "TFHELM_CLUSTER_SPEC_FILE",
-                   "TFHELM_INDEX_FAILURES", "TFHELM_INDEX_IGNORED_FAILURES"}
-TFHELM_LABEL_PREFIXES = ("tfhelm.io/", "app.kubernetes.io/", "helm.sh/")
+TFHELM_ONLY_ENV = {contract.env(k) for k in ("taskIndex", "taskType", "clusterSpecFile", "indexFailures",
+                                              "indexIgnoredFailures")}
+TFHELM_LABEL_PREFIXES = (contract.CLUSTER_LABEL.split("/")[0] + "/", "app.kubernetes.io/", "helm.sh/")
 SUPPORT_KINDS = ("ServiceAccount", "ConfigMap", "PersistentVolumeClaim")
 
 
@@ -108,7 +110,7 @@ def task_of(pod: dict) -> tuple[str, int] | None:
     else:
         role = labels.get("app.kubernetes.io/component")
         index = (annotations.get("batch.kubernetes.io/job-completion-index")
-                 if role != "ps" else labels.get("tfhelm.io/task-index"))
+                 if role != "ps" else labels.get(contract.TASK_INDEX_LABEL))
     if role not in ("worker", "ps", "chief", "evaluator") or index is None or not str(index).isdigit():
         return None
     return role, int(index)

@@ -40,9 +40,10 @@ from kubernetes import client, watch  # noqa: E402
 
 from tfhelm.cluster import deploy  # noqa: E402
 from tfhelm.cluster.values import ClusterOptions  # noqa: E402
+from tfhelm.contract import CLUSTER_LABEL, ROLE_LABEL  # noqa: E402
 from tfhelm.helm import Helm, helm_executable  # noqa: E402
 from tfhelm.kube import Kube, load_config  # noqa: E402
-from tfhelm.reaper import KubeReapClient, ReapConfig, Reaper  # noqa: E402
+from tfhelm.reaper import KubeReapClient, Reaper, default_config  # noqa: E402
 from tfhelm_dev import localcluster  # noqa: E402
 
 HELM_WRAPPER = """#!/bin/sh
@@ -82,7 +83,7 @@ class CountingApi:
         return sum(self.counts.values())
 
 
-PS = "tfhelm.io/role=ps"
+PS = f"{ROLE_LABEL}=ps"
 
 
 class Observer:
@@ -104,9 +105,9 @@ class Observer:
                                   (self.core.list_namespaced_pod, self.ps_live, self.gone_at)):
             listed = list_fn(ns, label_selector=PS)
             for o in listed.items:
-                live[o.metadata.labels["tfhelm.io/cluster"]].add(o.metadata.name)
+                live[o.metadata.labels[CLUSTER_LABEL]].add(o.metadata.name)
             targets.append((self._last_gone, (list_fn, listed.metadata.resource_version, live, at)))
-        jobs = self.batch.list_namespaced_job(ns, label_selector="tfhelm.io/role=worker")
+        jobs = self.batch.list_namespaced_job(ns, label_selector=f"{ROLE_LABEL}=worker")
         targets.append((self._jobs, (jobs.metadata.resource_version,)))
         self._threads = [threading.Thread(target=self._quietly, args=(fn, args), daemon=True)
                          for fn, args in targets]
@@ -126,7 +127,7 @@ class Observer:
         self._watches.append(w)
         for ev in w.stream(list_fn, self.ns, label_selector=PS, resource_version=rv):
             o, now = ev["object"], time.monotonic()
-            c = o.metadata.labels["tfhelm.io/cluster"]
+            c = o.metadata.labels[CLUSTER_LABEL]
             if ev["type"] == "DELETED":
                 live[c].discard(o.metadata.name)
                 if not live[c]:
@@ -137,11 +138,11 @@ class Observer:
     def _jobs(self, rv):
         w = watch.Watch()
         self._watches.append(w)
-        for ev in w.stream(self.batch.list_namespaced_job, self.ns, label_selector="tfhelm.io/role=worker",
+        for ev in w.stream(self.batch.list_namespaced_job, self.ns, label_selector=f"{ROLE_LABEL}=worker",
                            resource_version=rv):
             j = ev["object"]
             if any(c.type == "Complete" and c.status == "True" for c in j.status.conditions or []):
-                self.done_at.setdefault(j.metadata.labels["tfhelm.io/cluster"], time.monotonic())
+                self.done_at.setdefault(j.metadata.labels[CLUSTER_LABEL], time.monotonic())
 
     def stop(self):
         self._stop.set()
@@ -172,7 +173,7 @@ def run_once(admin: client.ApiClient, clusters: int, workers: int, grace: float,
             opts = ClusterOptions(name=name, namespace=ns, workers=workers, ps=1, value_files=[VALUES])
             deploy.up(deploy.plan(opts), helm, Kube(admin))
         running = lambda role, n: len([p for p in core.list_namespaced_pod(  # noqa: E731
-            ns, label_selector=f"tfhelm.io/role={role}").items if p.status.phase == "Running"]) == n
+            ns, label_selector=f"{ROLE_LABEL}={role}").items if p.status.phase == "Running"]) == n
         wait(lambda: running("ps", clusters) and running("worker", clusters * workers), 300, "pods running")
 
         observer = Observer(admin, ns)
@@ -180,11 +181,11 @@ def run_once(admin: client.ApiClient, clusters: int, workers: int, grace: float,
         counter = CountingApi(reaper_api)
         counts_file.write_text("")
         r = Reaper(KubeReapClient(Kube(reaper_api), Helm()), ns, names[0] if clusters == 1 else None,
-                   ReapConfig(grace=grace), forever=True, log_line=lambda line: print(f"  {line}", file=out))
+                   default_config(grace=grace), forever=True, log_line=lambda line: print(f"  {line}", file=out))
         t = threading.Thread(target=r.run, daemon=True)
         t.start()
         time.sleep(1)  # the reaper lists and watches
-        for p in core.list_namespaced_pod(ns, label_selector="tfhelm.io/role=worker").items:
+        for p in core.list_namespaced_pod(ns, label_selector=f"{ROLE_LABEL}=worker").items:
             core.patch_namespaced_pod(p.metadata.name, ns, {"metadata": {"annotations": {
                 "tfhelm.io/kwok-complete-after": "100ms"}}})
         wait(lambda: len(observer.gone_at) == clusters, 600, "every cluster's PS gone")

@@ -13,7 +13,9 @@ on the PS asynchronously. This is TF2's supported parameter-server training.
 
 The chief also checkpoints (tf.train.CheckpointManager; on restart it restores the latest
 checkpoint and carries on from that step, even against servers that kept running) and
-writes TensorBoard summaries to $TFHELM_LOG_DIR/train. An optional evaluator task
+writes TensorBoard summaries to $TFHELM_LOG_DIR/train. Stopped with notice (SIGTERM: a drain,
+an eviction, a preemption), it saves at the step it reached and leaves (tfhelm_preemption,
+which every tfhelm task can import), so its restart loses nothing. An optional evaluator task
 evaluates every checkpoint as it appears ("side-car evaluation", $TFHELM_LOG_DIR/eval).
 
 Keras is not used: Keras 3's `model.fit` does not work under ParameterServerStrategy
@@ -29,6 +31,14 @@ import time
 from tfhelm_example import (Env, training_resolver, parse_args, should_crash, crash, log,
                             Metrics, ensure_dataset, make_dataset, model_variables, loss_fn,
                             scalar, sgd_step)
+
+try:  # in a tfhelm task (the launcher ships it): SIGTERM ends in a checkpoint
+    import tfhelm_preemption as preemption
+except ImportError:  # run on its own: SIGTERM stops it as usual
+    preemption = None
+
+
+NOTICE_STEPS = 5  # steps scheduled between two looks at SIGTERM
 
 
 def main(argv=None) -> int:
@@ -98,14 +108,24 @@ def train(env: Env, args) -> int:
     done = start
     t0 = time.time()
     while done < args.steps:
-        # Schedule up to the next checkpoint boundary; each scheduled step adds exactly 1.
+        # Schedule up to the next checkpoint boundary (each scheduled step adds exactly 1), a
+        # few steps at a time, so SIGTERM is seen soon: then save what was reached and leave.
         chunk = min(args.checkpoint_every - done % args.checkpoint_every, args.steps - done)
-        results = [coordinator.schedule(train_step, args=(iterator,)) for _ in range(chunk)]
-        coordinator.join()
+        results = []
+        while len(results) < chunk and not (preemption and preemption.requested()):
+            batch = [coordinator.schedule(train_step, args=(iterator,))
+                     for _ in range(min(NOTICE_STEPS, chunk - len(results)))]
+            coordinator.join()
+            results += batch
+        done = int(step.numpy())
+        if preemption and preemption.requested():
+            path = manager.save(checkpoint_number=done)
+            metrics.write("preempted", step=done, checkpoint=path)
+            log(env, f"stopped at step {done} (SIGTERM); saved {path}")
+            preemption.leave()
         values = [r.fetch() for r in results]
         loss = sum(float(v[0]) for v in values) / len(values)
         accuracy = sum(float(v[1]) for v in values) / len(values)
-        done = int(step.numpy())
         with writer.as_default():
             scalar(tf, "loss", loss, done)
             scalar(tf, "accuracy", accuracy, done)

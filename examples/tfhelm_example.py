@@ -12,6 +12,7 @@ import argparse
 import json
 import os
 import shutil
+import socket
 import sys
 import tempfile
 import time
@@ -125,7 +126,10 @@ class Metrics:
         os.makedirs(os.path.dirname(self.path), exist_ok=True)
 
     def write(self, event: str, **fields) -> None:
-        line = json.dumps({"event": event, "task": self.env.task, "time": time.time(), **fields},
+        # pod: which incarnation of the task wrote the line (its pod's uid in a tfhelm task).
+        line = json.dumps({"event": event, "task": self.env.task,
+                           "pod": os.environ.get("TFHELM_POD_UID") or socket.gethostname(),
+                           "time": time.time(), **fields},
                           default=lambda o: o.item() if hasattr(o, "item") else str(o))
         with open(self.path, "a", encoding="utf-8") as f:
             f.write(line + "\n")

@@ -72,6 +72,7 @@ TEST = DEMO + [
     Step("registry", "registry", go=True),
     Step("gitops-crds", "gitops-crds", go=True),  # controller-gen and the CRDs the GitOps tests check
     Step("prometheus", "prometheus", go=True),  # promtool and the server, one `go install`
+    Step("kueue", "kueue", go=True),  # the queue tests' Kueue manager and its manifests
 ]
 PLANS = {"demo": DEMO, "test": TEST}
 

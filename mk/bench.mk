@@ -3,7 +3,7 @@
 # Results: bench/results/scale{,-quick}.{json,md,png}; `make bench` also rewrites the README's
 # Scale table, then runs the peer bench (mk/peer.mk, bench/peer.py). matplotlib (for the plot) goes into the venv here only: no test needs it.
 
-.PHONY: bench bench-quick bench-deps
+.PHONY: bench bench-quick bench-deps bench-chaos
 bench-deps: $(VENV)/.bench-installed
 $(VENV)/.bench-installed: $(VENV)/.installed
 	$(PY) -m pip install -q matplotlib
@@ -16,4 +16,11 @@ bench: install testenv bench-deps node images training-operator ## Scale bench (
 bench-quick: install testenv bench-deps ## The scale bench at a few sizes (a few minutes)
 	$(PY) bench/scale.py --quick
 
+bench-chaos: install testenv node images ## One long training on the real nodes under random faults (~15 min): README's chaos table
+	$(PY) bench/chaos.py $(CHAOS_ARGS)
+
 -include mk/peer.mk
+
+.PHONY: bench-queue
+bench-queue: install testenv node images kueue ## What a Kueue queue costs a training: tfhelm up with and without --queue on the real nodes (bench/results/queue-cost.md)
+	$(PY) bench/queue_cost.py $(QUEUE_ARGS)

@@ -9,9 +9,8 @@ NODE_BINS      := containerd containerd-shim-runc-v2 ctr coredns kube-router
 NODE_APT       := runc containernetworking-plugins iptables ipset conntrack bindfs debootstrap gcc libc6-dev
 NOTEBOOK_VERSION    := 7.6.5
 TENSORBOARD_VERSION := 2.21.0
-# The wheel the notebook and tfhelm images install; rebuilt when the package changes.
+# The wheel the notebook image installs; rebuilt when the package changes.
 WHEEL_DIR      := $(CURDIR)/build/wheel
-TFHELM_VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml)
 
 .PHONY: node node-deps images image-root containerd coredns kube-router pause wheel
 node: node-deps $(addprefix $(BIN)/,$(NODE_BINS)) ## The real nodes' binaries and host packages (cached)
@@ -48,11 +47,11 @@ $(BIN)/pause: hack/images/pause.c | node-deps
 	@mkdir -p $(BIN)
 	gcc -static -O2 -s -o $@ $<
 
-$(WHEEL_DIR)/.stamp: pyproject.toml $(shell find tfhelm charts -type f -not -name '*.pyc') | $(VENV)/.installed
+$(WHEEL_DIR)/.stamp: pyproject.toml MANIFEST.in $(shell find tfhelm charts examples -type f -not -name '*.pyc') | $(VENV)/.installed
 	rm -rf $(WHEEL_DIR) && $(PY) -m pip wheel -q --no-deps -w $(WHEEL_DIR) . && touch $@
 
 IMAGE_ARGS = --tensorflow $(TENSORFLOW_VERSION) --notebook $(NOTEBOOK_VERSION) \
-  --tensorboard $(TENSORBOARD_VERSION) --tfhelm-tag $(TFHELM_VERSION)
+  --tensorboard $(TENSORBOARD_VERSION)
 images: node-deps $(BIN)/pause $(BIN)/helm $(WHEEL_DIR)/.stamp ## Build the local images (cached; first build ~10 min)
 	python3 hack/images/build.py $(TFHELM_CACHE)/images --helm $(BIN)/helm --pause $(BIN)/pause \
 	  --wheel $$(ls $(WHEEL_DIR)/tfhelm-*.whl) $(IMAGE_ARGS)

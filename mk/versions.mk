@@ -20,6 +20,8 @@ HELM3_VERSION        := v3.22.0
 PROMETHEUS_VERSION   := v0.316.0
 # The PodMonitor and PrometheusRule CRDs (tests/cluster/test_monitoring.py).
 PROMETHEUS_OPERATOR_VERSION := v0.85.0
+# Kueue (the queue tests, `tfhelm cluster up --kueue`): the one version the module proxy here serves.
+KUEUE_VERSION        := v0.17.0
 # Bench-only: Kubeflow's training-operator, the last release with TFJob (bench/peer.py runs it
 # beside tfhelm as the peer).
 TRAINING_OPERATOR_VERSION := v1.8.1

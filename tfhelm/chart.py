@@ -4,22 +4,13 @@ from __future__ import annotations
 
 import copy
 import hashlib
-import os
 from functools import cache
 from pathlib import Path
 
 from tfhelm import yamlio
+from tfhelm.contract import charts_dir
 
-
-def charts_dir() -> Path:
-    """`TFHELM_CHARTS_DIR`, else the charts installed with the package (a wheel carries
-    them as `tfhelm/charts/`), else the source checkout's `charts/` next to the package."""
-    env = os.environ.get("TFHELM_CHARTS_DIR")
-    if env:
-        return Path(env)
-    here = Path(__file__).resolve().parent
-    installed = here / "charts"
-    return installed if (installed / "tf-cluster" / "Chart.yaml").is_file() else here.parent / "charts"
+__all__ = ["chart_digest", "chart_path", "chart_version", "charts_dir", "deep_merge", "default_values"]
 
 
 # What a chart version pins: everything that changes what it renders. README and Chart.yaml

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import sys
 
 import typer
@@ -15,10 +16,16 @@ from rich.markup import escape
 from typer._click import exceptions as click_exc  # typer's vendored click
 from typer.core import TyperGroup
 
-from tfhelm.errors import BAD_INPUT, exit_code, one_line, user_facing
+from tfhelm.apierrors import user_facing
+from tfhelm.errors import BAD_INPUT, exit_code, one_line
 
 out = Console()  # results (manifests, JSON, export lines) go to stdout, so they can be piped
 err = Console(stderr=True)  # progress, notes and errors
+
+# Characters a terminal acts on rather than shows: C0 controls but tab and newline, DEL, C1,
+# and the bidirectional overrides that reorder what is shown. Text from the cluster (a
+# script's error, a log, an Event, a Lease's holder) is anyone's: shown escaped, never run.
+_UNSAFE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 
 
 def write(text: str) -> None:
@@ -28,13 +35,24 @@ def write(text: str) -> None:
     out.file.flush()
 
 
+def printable(text: str) -> str:
+    r"""`text` with every character a terminal would act on written as an escape (`\x1b`)."""
+    return _UNSAFE.sub(lambda m: (f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100
+                                  else f"\\u{ord(m.group()):04x}"), text)
+
+
 def note(message: str) -> None:
     """One step of a command's progress, as a dim bullet on stderr."""
-    err.print(f"[dim]•[/dim] {escape(message)}")
+    err.print(f"[dim]•[/dim] {escape(printable(message))}")
+
+
+def line(text: str, console: Console | None = None) -> None:
+    """One line of a report, as it is (no markup), its cluster-made parts made printable."""
+    (console or out).print(printable(text), markup=False, highlight=False, soft_wrap=True)
 
 
 def fail_line(message: str) -> None:
-    err.print(f"[red]error:[/red] {escape(message)}", highlight=False, soft_wrap=True)
+    err.print(f"[red]error:[/red] {escape(printable(message))}", highlight=False, soft_wrap=True)
 
 
 def _report(e: BaseException) -> int:

@@ -1,5 +1,6 @@
 """Typed errors and the exit codes they end a command with; the CLI edge turns each into
-one red line (tfhelm/console.py). The same table holds for every command:
+one red line (tfhelm/console.py), the Python API (tfhelm.api) raises them as they are, one
+class per exit code (`EXCEPTIONS`). The same table holds for every command:
 
     0  done (for `status`: training succeeded or is still running)
     1  training failed
@@ -12,7 +13,6 @@ one red line (tfhelm/console.py). The same table holds for every command:
 
 from __future__ import annotations
 
-import json
 import re
 
 TRAINING_FAILED, BAD_INPUT, NO_CLUSTER, TIMED_OUT, REFUSED = 1, 2, 3, 4, 5
@@ -42,26 +42,42 @@ class RenderError(UsageError):
     """The chart refused the values (its schema or a `fail` in a template)."""
 
 
-class ClusterUnreachable(TfhelmError):
+class NoCluster(TfhelmError):
+    """No cluster: none configured, unreachable, or access forbidden."""
+
     exit_code = NO_CLUSTER
 
+
+class ClusterUnreachable(NoCluster):
     def __init__(self, detail: str):
         super().__init__(f"no reachable Kubernetes cluster ({detail}); start the local one with "
                          "`tfhelm cluster up` and export the KUBECONFIG it prints")
 
 
-class Forbidden(TfhelmError):
+class Forbidden(NoCluster):
     """The API server (or Helm through it) said 401/403."""
-
-    exit_code = NO_CLUSTER
 
 
 class TimedOut(TfhelmError):
+    """A wait ran out of time (what was waited for is named)."""
+
     exit_code = TIMED_OUT
 
 
 class TrainingFailed(TfhelmError):
+    """The training failed (the tasks' errors are named)."""
+
     exit_code = TRAINING_FAILED
+
+
+class Refused(TfhelmError):
+    """The cluster or Helm refused or failed an action (the message names the object)."""
+
+    exit_code = REFUSED
+
+
+class Gone(Exception):
+    """A watch's resourceVersion is too old (HTTP 410): list again."""
 
 
 class ReleaseError(TfhelmError):
@@ -83,8 +99,8 @@ class AdmissionRefused(TfhelmError):
 
 # RBAC says `User "..." cannot <verb> ...`; admission (Pod Security, quota, policies) also
 # answers "is forbidden", but that is an object refused (5), not access denied (3).
-_RBAC_DENIED = re.compile(r'User "[^"]*" cannot ')
-_HELM_NO_CLUSTER = re.compile(_RBAC_DENIED.pattern + r"|unauthorized|cluster unreachable|connection refused|"
+RBAC_DENIED = re.compile(r'User "[^"]*" cannot ')
+_HELM_NO_CLUSTER = re.compile(RBAC_DENIED.pattern + r"|unauthorized|cluster unreachable|connection refused|"
                               r"no such host|i/o timeout|dial tcp", re.I)
 _HELM_TIMEOUT = re.compile(r"context deadline exceeded|timed out waiting", re.I)
 
@@ -106,51 +122,6 @@ def one_line(text: str, limit: int = 400) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def api_message(err) -> str:
-    """The API server's message (a Status object's `message`), else the HTTP reason."""
-    try:
-        return json.loads(err.body or "{}").get("message") or err.reason or ""
-    except (ValueError, AttributeError, TypeError):
-        return err.reason or ""
-
-
-def access_denied(err) -> bool:
-    """401, or RBAC's 403; not admission's 403 (Pod Security, quota, policies refuse objects)."""
-    return err.status == 401 or (err.status == 403 and bool(_RBAC_DENIED.search(api_message(err))))
-
-
-def api_error(err, what: str = "") -> TfhelmError:
-    """A kubernetes ApiException as one line; the API server's message names the object,
-    `what` (e.g. "secret team-a/x") says what tfhelm was doing."""
-    prefix, message = (f"{what}: " if what else ""), api_message(err)
-    if access_denied(err):
-        return Forbidden(one_line(f"{prefix}forbidden ({err.status}): {message}") +
-                         "; use a kubeconfig with access, or ask the cluster's admin for it")
-    return TfhelmError(one_line(f"{prefix}the API server refused ({err.status}): {message}"))
-
-
-def user_facing(err: BaseException) -> TfhelmError | None:
-    """Any failure a command can meet, as a TfhelmError; None for a bug (an unknown kind)."""
-    if isinstance(err, TfhelmError):
-        return err
-    from kubernetes.client.rest import ApiException
-    from kubernetes.config import ConfigException
-    from urllib3.exceptions import HTTPError
-
-    if isinstance(err, ApiException):
-        return api_error(err)
-    if isinstance(err, ConfigException):
-        return ClusterUnreachable(one_line(f"kubeconfig: {err}", 200))
-    if isinstance(err, HTTPError):  # connection refused, DNS, TLS, timeouts after retries
-        reason = getattr(err, "reason", None) or err
-        return ClusterUnreachable(one_line(f"{type(reason).__name__}: {reason}", 200))
-    if isinstance(err, UnicodeDecodeError):
-        return UsageError(one_line(f"a file is not UTF-8 text: {err}"))
-    return None
-
-
-def forbidden(err: BaseException) -> bool:
-    """401/403 from the API server or from Helm: RBAC will not change by retrying."""
-    known = user_facing(err)
-    return isinstance(known, Forbidden) or (
-        isinstance(known, ReleaseError) and any(w in str(known).lower() for w in ("forbidden", "unauthorized")))
+# The class the Python API raises for each exit code (its message is the CLI's line).
+EXCEPTIONS: dict[int, type[TfhelmError]] = {TRAINING_FAILED: TrainingFailed, BAD_INPUT: UsageError,
+                                            NO_CLUSTER: NoCluster, TIMED_OUT: TimedOut, REFUSED: Refused}

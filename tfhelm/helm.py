@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from tfhelm import yamlio
+from tfhelm import releases, yamlio
 from tfhelm.chart import chart_path
 from tfhelm.errors import ReleaseError, RenderError, TfhelmError, UsageError, one_line
 
@@ -97,6 +97,11 @@ def _pattern_descriptions() -> dict[str, str]:
 
 
 HISTORY_MAX = 10  # revisions Helm keeps per release (its own default)
+# What a release of tfhelm's charts may hold in its namespace (cluster-scoped objects such as
+# tf-cluster's optional StorageClass are never uninstalled by Helm here).
+UNINSTALLABLE = frozenset({"Job", "Deployment", "Pod", "Service", "ConfigMap", "Secret", "NetworkPolicy",
+                           "PodMonitor", "PrometheusRule", "PersistentVolumeClaim", "RoleBinding", "Role",
+                           "ServiceAccount", "ResourceQuota", "LimitRange", "Ingress"})
 
 # A chart whose one template prints its `.Values`: what Helm makes of values and --set flags.
 _ECHO_TEMPLATE = """\
@@ -119,6 +124,20 @@ def _echo_chart() -> Path:
 
 # A release in these states is gone or going, as `helm list` (without --all) sees it.
 _GONE = {"uninstalled", "uninstalling"}
+
+
+def _run(coro):
+    """Run a coroutine to its end from synchronous code, as asyncio.run does; in a thread of
+    its own when this one already runs an event loop (a Jupyter kernel does), where
+    asyncio.run would refuse."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(1, thread_name_prefix="tfhelm-helm") as pool:
+        return pool.submit(asyncio.run, coro).result()
 
 
 @dataclass
@@ -149,7 +168,7 @@ class Helm:
         async def gather():
             return await asyncio.gather(*coros, return_exceptions=True)
 
-        results = asyncio.run(gather())
+        results = _run(gather())
         for r in results:
             if isinstance(r, BaseException):
                 raise r
@@ -180,7 +199,7 @@ class Helm:
         values travel on stdin. A flag Helm refuses is a UsageError in Helm's words."""
         args = ["template", "values", str(_echo_chart()), "--values", "-", *set_args]
         try:
-            out = asyncio.run(self.command.run(args, json.dumps(values).encode()))
+            out = _run(self.command.run(args, json.dumps(values).encode()))
         except self._errors.Error as err:
             raise UsageError(one_line(helm_message(err))) from err
         for doc in yamlio.load_docs(out):
@@ -199,7 +218,7 @@ class Helm:
         Fields edited by hand since are taken back (server-side apply with force), so drift
         is repaired instead of failing every later upgrade. Returns the new revision.
         `exists`: whether the release exists, when the caller has just read it."""
-        return asyncio.run(self._install(release, values, namespace, chart, wait, exists))
+        return _run(self._install(release, values, namespace, chart, wait, exists))
 
     def install_all(self, releases: dict[str, tuple[dict, bool]], namespace: str,
                     chart: str = "tf-cluster") -> dict[str, int | ReleaseError]:
@@ -214,7 +233,7 @@ class Helm:
         async def gather():
             return await asyncio.gather(*(each(r, v, e) for r, (v, e) in releases.items()))
 
-        return dict(zip(releases, asyncio.run(gather())))
+        return dict(zip(releases, _run(gather())))
 
     async def _install(self, release: str, values: dict, namespace: str, chart: str, wait: bool,
                        exists: bool | None) -> int:
@@ -233,15 +252,27 @@ class Helm:
         except self._errors.Error as err:
             if not wait and not exists:
                 try:
-                    await self.command.uninstall(release, namespace=namespace, wait=False)
+                    await self.command.uninstall(release, namespace=namespace, wait=False, no_hooks=True)
                 except self._errors.Error:
                     pass  # the install's own error is the one to report
             raise ReleaseError(namespace, release, "install", helm_message(err)) from err
 
     def uninstall(self, release: str, namespace: str, wait: bool = True) -> bool:
-        """Uninstall; False when the release was already gone (that is fine)."""
+        """Uninstall, never running the release's hooks, and only a release whose stored
+        manifest keeps to its namespace and the charts' kinds: whoever may write Secrets in the
+        namespace may have rewritten the record, and Helm would delete what it names with our
+        rights (tfhelm/releases.py; `tfhelm down` deletes by labels instead). False when the
+        release was already gone (that is fine)."""
+        docs = self.manifest(release, namespace)
+        if docs is None:
+            return False
+        foreign = releases.foreign_objects(docs, namespace, UNINSTALLABLE)
+        if foreign:
+            raise ReleaseError(namespace, release, "uninstall", f"its record names {', '.join(foreign[:3])}, "
+                               "which tfhelm's charts never make there; not uninstalled with Helm "
+                               "(`tfhelm down` removes a cluster by its labels)")
         try:
-            asyncio.run(self.command.uninstall(release, namespace=namespace, wait=wait))
+            _run(self.command.uninstall(release, namespace=namespace, wait=wait, no_hooks=True))
             return True
         except self._errors.ReleaseNotFoundError:
             return False
@@ -250,12 +281,12 @@ class Helm:
 
     def get_values(self, release: str, namespace: str) -> dict | None:
         """The user-supplied values of a release; None when it does not exist."""
-        return asyncio.run(self._read(release, namespace, self.command.get_values(
+        return _run(self._read(release, namespace, self.command.get_values(
             release, namespace=namespace)))
 
     def manifest(self, release: str, namespace: str) -> list[dict] | None:
         """The objects of an installed release (`helm get manifest`); None when it does not exist."""
-        out = asyncio.run(self._read(release, namespace, self.command.run(
+        out = _run(self._read(release, namespace, self.command.run(
             ["get", "manifest", release, "--namespace", namespace])))
         return None if out is None else yamlio.load_docs(out)
 

@@ -16,18 +16,15 @@ from kubernetes import client, config
 from kubernetes.client.rest import ApiException
 from urllib3.exceptions import HTTPError
 
-from tfhelm.contract import CLUSTER_LABEL, ROLE_LABEL
-from tfhelm.errors import (AdmissionRefused, ClusterUnreachable, SpecError, TfhelmError, TimedOut,
-                           access_denied, api_error, api_message)
+from tfhelm.apierrors import access_denied, api_error, api_message
+from tfhelm.contract import CLUSTER_LABEL, KUEUE_JOB_UID, ROLE_LABEL
+from tfhelm.errors import AdmissionRefused, ClusterUnreachable, Forbidden, Gone, SpecError, TfhelmError, TimedOut
+from tfhelm.jsonobject import JsonObject
+from tfhelm.pod.apiserver import MERGE_PATCH, METADATA_LIST, METADATA_WATCH, SUCCEEDED  # both doors ask alike
 
 # Items per page of a raw list: one page is in memory at a time (100 pods: ~1 MB of JSON;
 # at 500 the peak RSS of `status` at 1,024 pods was 107 MiB, at 100 it is 64 MiB, same CPU).
 PAGE = 100
-# Pods read as metadata only (labels, annotations, owners: all the training rule needs of a
-# Succeeded pod, about a fifth of its JSON), the phase being in the field selector.
-METADATA_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"
-METADATA_WATCH = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json"
-SUCCEEDED = "status.phase=Succeeded"
 # The kubeconfig context, shared with Helm: `tfhelm --kube-context` sets it, and Helm itself
 # reads it, so the API client and every helm call talk to the same cluster.
 CONTEXT_ENV = "HELM_KUBECONTEXT"
@@ -103,10 +100,6 @@ def apply_conflicts(message: str) -> str | None:
     return f"{', '.join(fields) or 'fields'} changed by {', '.join(sorted(managers))}"
 
 
-class Gone(Exception):
-    """A watch's resourceVersion is too old (HTTP 410): list again."""
-
-
 class Watches:
     """Watches (the client's Watch) that `stop()` ends from another thread: the one running
     now and any later one. Watch.stop() shuts the connection's socket down, which wakes the
@@ -174,32 +167,6 @@ class ListedObjects(ClusterObjects):
             raise AttributeError(kind)
         setattr(self, kind, lister())
         return getattr(self, kind)
-
-
-class JsonObject:
-    """The API's JSON read like a client model (`job.status.completion_time` is
-    status.completionTime, timestamps are datetimes, a missing field is None), so the pure
-    code (training.job_row, status) takes either."""
-
-    __slots__ = ("_d",)
-    MAPS = ("labels", "annotations")  # stay plain dicts, as in the models
-
-    def __init__(self, d: dict):
-        self._d = d
-
-    def __getattr__(self, name: str):
-        key = re.sub(r"_([a-z])", lambda m: m.group(1).upper(), name)
-        return _model_like(key, self._d.get(key))
-
-
-def _model_like(key: str, value):
-    if isinstance(value, dict):
-        return value if key in JsonObject.MAPS else JsonObject(value)
-    if isinstance(value, list):
-        return [_model_like("", v) for v in value]
-    if isinstance(value, str) and key.endswith(("Time", "Timestamp")):
-        return datetime.fromisoformat(value.replace("Z", "+00:00"))
-    return value
 
 
 class Kube:
@@ -358,7 +325,7 @@ class Kube:
 
     # --- A feed's list and watch (cluster/feed.py) ----------------------------------------
     # Objects as JSON. These raise as the client does (ApiException, urllib3's errors, Gone
-    # on 410): a feed retries them, or stops on a refusal (errors.forbidden) with the error
+    # on 410): a feed retries them, or stops on a refusal (apierrors.forbidden) with the error
     # made user-facing once.
 
     def listing(self, kind: str, namespace: str, selector: str, *, fields: str | None = None,
@@ -453,8 +420,11 @@ class Kube:
                 path, METADATA_LIST, labelSelector=sel, fieldSelector=fields, limit=1), absent=()).get("items"))
         if not any_pod():
             return False
-        fake = [n["metadata"]["name"] for n in self._each("Node", None, accept=METADATA_LIST)
-                if (n["metadata"].get("annotations") or {}).get("kwok.x-k8s.io/node") == "fake"]
+        try:
+            fake = [n["metadata"]["name"] for n in self._each("Node", None, accept=METADATA_LIST)
+                    if (n["metadata"].get("annotations") or {}).get("kwok.x-k8s.io/node") == "fake"]
+        except Forbidden:  # a namespace's account (a workspace's notebook) sees no nodes: say real
+            return False
         return not any_pod(*fake)
 
     def delete_jobs(self, namespace: str, cluster: str, names: list[str] | None = None,
@@ -471,6 +441,35 @@ class Kube:
             time.sleep(0.5)
         return names
 
+    def release_tracking_finalizers(self, namespace: str, selector: str | None = None) -> list[str]:
+        """Take the Job controller's `batch.kubernetes.io/job-tracking` finalizer off the pods
+        (with these labels) whose Job is gone: once the Job is deleted nothing is left to
+        count, and Kubernetes up to 1.36.3 tries that only once (a failed request, say an API
+        server busy enough to time out, leaves the pod, and so its namespace, stuck deleting:
+        kubernetes/kubernetes#141329). The pods released, by name."""
+        jobs = {(j["metadata"]["name"], j["metadata"]["uid"]) for j in self._all("Job", namespace, accept=METADATA_LIST)}
+        released = []
+        for pod in self._all("Pod", namespace, selector, accept=METADATA_LIST):
+            meta = pod["metadata"]
+            finalizers = meta.get("finalizers") or []
+            owner = next((o for o in meta.get("ownerReferences") or [] if o.get("controller")), None)
+            if JOB_TRACKING not in finalizers or (owner and (owner["name"], owner["uid"]) in jobs
+                                                  and owner.get("kind") == "Job"):
+                continue
+            i = finalizers.index(JOB_TRACKING)
+            patch = [{"op": "test", "path": f"/metadata/finalizers/{i}", "value": JOB_TRACKING},
+                     {"op": "remove", "path": f"/metadata/finalizers/{i}"}]
+            try:
+                if self._one("PATCH", "Pod", namespace, meta["name"], patch, content_type=JSON_PATCH,
+                             query={"fieldManager": "tfhelm"}):
+                    released.append(meta["name"])
+            except TfhelmError as err:
+                # Its finalizers changed meanwhile (the test failed): fine if it is released.
+                now = self._one("GET", "Pod", namespace, meta["name"]) or {"metadata": {}}
+                if JOB_TRACKING in (now["metadata"].get("finalizers") or []):
+                    raise err
+        return released
+
     def delete_pvcs(self, namespace: str, cluster: str) -> list[str]:
         """Delete the cluster's PVCs; those deleted."""
         return [p.metadata.name for p in self.objects(namespace, cluster).pvcs
@@ -479,7 +478,7 @@ class Kube:
     # --- One object at a time, one error idiom ---------------------------------------------
     # Objects are the API's JSON (plain dicts). A missing object is None (False where the
     # method answers a yes or no); anything else the API server refuses is a typed error
-    # naming the object (errors.api_error: Forbidden for RBAC's 401/403, else TfhelmError),
+    # naming the object (apierrors.api_error: Forbidden for RBAC's 401/403, else TfhelmError),
     # and a server that does not answer is ClusterUnreachable.
 
     def _answer(self, what: str, request: Callable[[], T], absent: tuple[int, ...] = (404,)) -> T | None:
@@ -494,13 +493,13 @@ class Kube:
         except (HTTPError, OSError) as err:
             raise ClusterUnreachable(f"{self.api.configuration.host}: {type(err).__name__} ({what})") from err
 
-    def _one(self, method: str, kind: str, namespace: str | None, name: str, body: dict | None = None, *,
+    def _one(self, method: str, kind: str, namespace: str | None, name: str, body: dict | list | None = None, *,
              absent: tuple[int, ...] = (404,), content_type: str = "application/json",
-             timeout: float | None = None) -> dict | None:
+             timeout: float | None = None, query: dict | None = None) -> dict | None:
         """One request about one object (a create names the collection: its name is the body's)."""
         path = _path(kind, namespace, None if method == "POST" else name)
         return self._answer(_what(kind, namespace, name), lambda: self.request_json(
-            method, path, body, content_type=content_type, timeout=timeout), absent)
+            method, path, body, content_type=content_type, timeout=timeout, **(query or {})), absent)
 
     def _each(self, kind: str, namespace: str | None, selector: str | None = None, *, fields: str | None = None,
               accept: str = "application/json", timeout: float | None = None) -> Iterator[dict]:
@@ -527,16 +526,45 @@ class Kube:
             "apiVersion": "v1", "kind": "DeleteOptions", "propagationPolicy": propagation}
         return self._one("DELETE", kind, namespace, name, options, timeout=timeout) is not None
 
+    def metadata(self, kind: str, namespace: str | None, selector: str | None = None, *,
+                 optional: bool = False) -> list[dict]:
+        """The metadata (JSON) of the objects of a kind with these labels. `optional`: a kind
+        this server does not serve (a CRD not installed) or this client may not list is none."""
+        try:
+            return [o["metadata"] for o in self._all(kind, namespace, selector, accept=METADATA_LIST)]
+        except TfhelmError as err:
+            status = getattr(err.__cause__, "status", None)
+            if optional and status in (403, 404):
+                return []
+            raise
+
+    def delete(self, kind: str, namespace: str | None, name: str, propagation: str = "Background") -> bool:
+        """Delete one object of any kind the facade serves (its dependents in the background);
+        False when there was none."""
+        return self._delete(kind, namespace, name, propagation)
+
+    def read(self, kind: str, namespace: str | None, name: str) -> dict | None:
+        """One object of any kind the facade serves; None when there is none."""
+        return self._one("GET", kind, namespace, name)
+
     def serves(self, obj: dict) -> bool:
-        """Does the API server serve this object's kind (discovery, once per client)?"""
+        """Does the API server serve this object's kind? Discovery (once per client) says no at
+        once; a yes is asked of the server again, as the client library's discovery cache, on
+        disk per server address, outlives what it describes (Kueue uninstalled, a new local
+        cluster on the same port)."""
         from kubernetes.dynamic.exceptions import ResourceNotFoundError
 
+        what, version = f"discovery of {obj['apiVersion']}", obj["apiVersion"]
         try:
-            self._answer(f"discovery of {obj['apiVersion']}", lambda: self._resource(obj), absent=())
+            self._answer(what, lambda: self._resource(obj), absent=())
         except TfhelmError as err:
             if isinstance(err.__cause__, ResourceNotFoundError):
                 return False
             raise
+        path = f"/apis/{version}" if "/" in version else f"/api/{version}"
+        if self._answer(what, lambda: self._request("GET", path).read()) is None:
+            self._dynamic.resources.invalidate_cache()
+            return False
         return True
 
     def apply(self, obj: dict, namespace: str | None = None) -> None:
@@ -568,6 +596,10 @@ class Kube:
         """False when one of that name exists."""
         return self._create("Secret", namespace, obj) is not None
 
+    def secret_names(self, namespace: str, fields: str) -> list[str]:
+        """The Secrets with these fields (e.g. `type=kubernetes.io/service-account-token`)."""
+        return [s["metadata"]["name"] for s in self._all("Secret", namespace, fields=fields, accept=METADATA_LIST)]
+
     def delete_secret(self, namespace: str, name: str) -> bool:
         """False when there was none."""
         return self._delete("Secret", namespace, name)
@@ -590,6 +622,60 @@ class Kube:
         """Suspend a Job (its running pods are stopped); False when there is none."""
         return self._one("PATCH", "Job", namespace, name, {"spec": {"suspend": True}}, content_type=MERGE_PATCH,
                          timeout=timeout) is not None
+
+    def remove_scheduling_gate(self, namespace: str, pod: str, gate: str, timeout: float | None = None) -> bool:
+        """Let a pod be scheduled, as far as this gate goes (removing an absent gate changes
+        nothing); False when the pod is gone."""
+        body = {"spec": {"schedulingGates": [{"$patch": "delete", "name": gate}]}}
+        return self._one("PATCH", "Pod", namespace, pod, body, content_type=STRATEGIC_PATCH,
+                         timeout=timeout) is not None
+
+    def evict_pod(self, namespace: str, pod: str, timeout: float | None = None) -> bool:
+        """The Eviction API (the pod gets the DisruptionTarget condition, and a budget is
+        respected); False when the pod is gone."""
+        body = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": pod, "namespace": namespace}}
+        return self._answer(_what("Pod", namespace, pod), lambda: self.request_json(
+            "POST", f"{_path('Pod', namespace, pod)}/eviction", body, timeout=timeout)) is not None
+
+    def job_workloads(self, namespace: str, job_uid: str | None = None, timeout: float | None = None) -> list[dict]:
+        """The Kueue Workloads of a Job (or of every Job in the namespace); none where Kueue
+        is not installed."""
+        return self._kueue(lambda: self._all("Workload", namespace, f"{KUEUE_JOB_UID}={job_uid}" if job_uid
+                                             else KUEUE_JOB_UID, timeout=timeout), [])
+
+    def delete_job(self, namespace: str, name: str, timeout: float | None = None) -> bool:
+        """Delete a Job, its pods in the background; False when there was none."""
+        return self._delete("Job", namespace, name, "Background", timeout)
+
+    def read_local_queue(self, namespace: str, name: str) -> dict | None:
+        return self._kueue(lambda: self._one("GET", "LocalQueue", namespace, name))
+
+    def read_cluster_queue(self, name: str) -> dict | None:
+        return self._kueue(lambda: self._one("GET", "ClusterQueue", None, name))
+
+    def read_resource_flavor(self, name: str) -> dict | None:
+        return self._kueue(lambda: self._one("GET", "ResourceFlavor", None, name))
+
+    def local_queues(self, namespace: str, selector: str) -> list[dict]:
+        """The LocalQueues with these labels; none where Kueue is not installed."""
+        return self._kueue(lambda: self._all("LocalQueue", namespace, selector), [])
+
+    def read_workload_priority_class(self, name: str) -> dict | None:
+        return self._kueue(lambda: self._one("GET", "WorkloadPriorityClass", None, name))
+
+    def serves_kueue(self) -> bool:
+        """Is Kueue installed (its API served)?"""
+        return self.serves({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue"})
+
+    @staticmethod
+    def _kueue(read: Callable[[], T], absent: T = None) -> T:
+        """A read of Kueue's objects; `absent` where Kueue is not installed (its API: 404)."""
+        try:
+            return read()
+        except TfhelmError as err:
+            if _not_served(err):
+                return absent
+            raise
 
     def create_event(self, namespace: str, obj: dict, timeout: float | None = None) -> bool:
         """Record an Event; False when one of that name exists."""
@@ -629,7 +715,10 @@ class Kube:
 
 
 T = TypeVar("T")
-MERGE_PATCH = "application/merge-patch+json"
+JSON_PATCH = "application/json-patch+json"
+JOB_TRACKING = "batch.kubernetes.io/job-tracking"  # the Job controller's finalizer on its pods
+STRATEGIC_PATCH = "application/strategic-merge-patch+json"
+KUEUE_API = "/apis/kueue.x-k8s.io/v1beta2"
 # Kind -> (API path prefix, resource): the kinds the facade serves.
 _RESOURCES = {
     "Namespace": ("/api/v1", "namespaces"),
@@ -644,6 +733,22 @@ _RESOURCES = {
     "Job": ("/apis/batch/v1", "jobs"),
     "Ingress": ("/apis/networking.k8s.io/v1", "ingresses"),
     "Lease": ("/apis/coordination.k8s.io/v1", "leases"),
+    "NetworkPolicy": ("/apis/networking.k8s.io/v1", "networkpolicies"),
+    "ServiceAccount": ("/api/v1", "serviceaccounts"),
+    "Role": ("/apis/rbac.authorization.k8s.io/v1", "roles"),
+    "RoleBinding": ("/apis/rbac.authorization.k8s.io/v1", "rolebindings"),
+    "ResourceQuota": ("/api/v1", "resourcequotas"),
+    "LimitRange": ("/api/v1", "limitranges"),
+    "StorageClass": ("/apis/storage.k8s.io/v1", "storageclasses"),
+    "PriorityClass": ("/apis/scheduling.k8s.io/v1", "priorityclasses"),
+    "PodMonitor": ("/apis/monitoring.coreos.com/v1", "podmonitors"),
+    "PrometheusRule": ("/apis/monitoring.coreos.com/v1", "prometheusrules"),
+    # Kueue's (when it is installed): the queue of a cluster (docs/queue.md).
+    "Workload": (KUEUE_API, "workloads"),
+    "LocalQueue": (KUEUE_API, "localqueues"),
+    "ClusterQueue": (KUEUE_API, "clusterqueues"),
+    "WorkloadPriorityClass": (KUEUE_API, "workloadpriorityclasses"),
+    "ResourceFlavor": (KUEUE_API, "resourceflavors"),
 }
 
 
@@ -651,6 +756,12 @@ def _path(kind: str, namespace: str | None, name: str | None = None) -> str:
     prefix, resource = _RESOURCES[kind]
     scope = ("namespaces", namespace) if namespace else ()
     return "/".join([prefix, *scope, resource, *((name,) if name else ())])
+
+
+def _not_served(err: Exception) -> bool:
+    """A 404 for a whole kind: its API is not installed (a 404 for one object is None)."""
+    cause = err.__cause__
+    return isinstance(cause, ApiException) and cause.status == 404
 
 
 def _what(kind: str, namespace: str | None, name: str) -> str:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Sequence
 
-from tfhelm.console import out, write
+from tfhelm.console import out, printable, write
 from tfhelm.errors import SpecError
 
 FORMATS = ("table", "json", "yaml")
@@ -31,7 +31,7 @@ def emit(data, fmt: str) -> None:
 
 def plain_columns(columns: Sequence[str], rows: Sequence[Sequence]) -> str:
     """kubectl-style columns: padded to the widest cell, never cut."""
-    cells = [list(columns)] + [["" if c is None else str(c) for c in row] for row in rows]
+    cells = [list(columns)] + [["" if c is None else printable(str(c)) for c in row] for row in rows]
     widths = [max(len(r[i]) for r in cells) for i in range(len(columns))]
     return "".join("   ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() + "\n" for r in cells)
 
@@ -46,5 +46,5 @@ def table(columns: Sequence[str], rows: Sequence[Sequence], title: str = "") -> 
     for col in columns:
         t.add_column(col, overflow="fold")
     for row in rows:
-        t.add_row(*("" if c is None else str(c) for c in row))
+        t.add_row(*("" if c is None else printable(str(c)) for c in row))
     out.print(t)

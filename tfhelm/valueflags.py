@@ -11,6 +11,7 @@ user's own command line, passed on as they came.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -39,6 +40,39 @@ class SetFlags:
 
     def __bool__(self) -> bool:
         return bool(self.set or self.set_string or self.set_json)
+
+    def check(self) -> None:
+        """Each --set-json is KEY=JSON[,KEY=JSON...] or one JSON object (Helm's grammar): else a
+        SpecError that says what is wrong where, rather than Helm's bare "failed parsing
+        --set-json data"."""
+        decoder = json.JSONDecoder()
+        for item in self.set_json:
+            if item.lstrip().startswith("{"):  # the object form: {"worker": {"replicas": 2}}
+                try:
+                    json.loads(item)
+                except json.JSONDecodeError as e:
+                    raise SpecError("--set-json", f"'{item}' is not a JSON object ({e.msg} at character "
+                                    f"{e.pos + 1})") from None
+                continue
+            rest = item
+            while True:
+                key, sep, rest = rest.partition("=")
+                if not sep or not key:
+                    raise SpecError("--set-json", f"'{item}' is not KEY=JSON",
+                                    """e.g. --set-json 'worker.env=[{"name": "A", "value": "1"}]'""")
+                try:
+                    _, end = decoder.raw_decode(rest)
+                except json.JSONDecodeError as e:
+                    raise SpecError("--set-json", f"'{item}': the value of {key} is not JSON ({e.msg} at "
+                                    f"character {e.pos + 1})", "strings in double quotes, the whole flag in "
+                                    "single quotes for the shell") from None
+                rest = rest[end:]
+                if not rest:
+                    break
+                if not rest.startswith(","):
+                    raise SpecError("--set-json", f"'{item}': {rest[:20]!r} follows the JSON value of {key}",
+                                    "separate KEY=JSON pairs with a comma, or give one per --set-json")
+                rest = rest[1:]
 
     def argv(self) -> list[str]:
         return ([a for v in self.set_json for a in ("--set-json", v)]
@@ -101,6 +135,7 @@ def merge(files: list[dict], sets: SetFlags, helm: Helm | None = None) -> dict:
         values = deep_merge(values, doc)
     if not sets:
         return values
+    sets.check()
     if helm is None:
         from tfhelm.helm import Helm
 

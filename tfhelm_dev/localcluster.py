@@ -433,6 +433,33 @@ def _start_real_nodes(bins: Path, count: int) -> None:
         raise LocalClusterError(str(e)) from e
 
 
+def restart_apiserver(down_for: float = 3.0, timeout: float = 120) -> float:
+    """SIGKILL kube-apiserver and start it again with the same command line, as a crash and a
+    supervisor's restart would (kwokctl runs it from a pid file in the cluster's directory);
+    returns once it is ready again, the seconds it was away. For the tests and the chaos bench."""
+    pid_file = _cluster_dir() / "pids" / "kube-apiserver.pid"
+    pid = int(pid_file.read_text().strip())
+    proc = Path(f"/proc/{pid}")
+    argv = [a.decode() for a in (proc / "cmdline").read_bytes().split(b"\0")[:-1]]
+    env = dict(kv.decode().split("=", 1) for kv in (proc / "environ").read_bytes().split(b"\0") if b"=" in kv)
+    cwd = os.readlink(proc / "cwd")
+    t0 = time.monotonic()
+    os.kill(pid, signal.SIGKILL)
+    while proc.exists() and "Z" not in (proc / "stat").read_text().rsplit(")", 1)[1][:3]:
+        time.sleep(0.1)
+    time.sleep(down_for)  # clients' watches break and their reconnects are refused meanwhile
+    with open(_cluster_dir() / "logs" / "kube-apiserver.log", "ab") as log:
+        new = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                               start_new_session=True)
+    pid_file.write_text(str(new.pid))
+    bins = bin_dir()
+    while _kubectl(bins, "get", "--raw", "/readyz", check=False, timeout=10).returncode != 0:
+        if time.monotonic() - t0 > timeout:
+            raise LocalClusterError(f"kube-apiserver not ready {timeout:.0f}s after its restart")
+        time.sleep(0.2)
+    return time.monotonic() - t0
+
+
 def _remove_provisioned_volumes(bins: Path) -> None:
     """Delete the directories the hostPath provisioner made for this cluster's PVs."""
     try:
@@ -448,6 +475,9 @@ def _remove_provisioned_volumes(bins: Path) -> None:
 def down() -> None:
     """Stop the local cluster and remove its state; no process, port, mount, network
     namespace or cgroup is left."""
+    from tfhelm_dev import localkueue  # it runs beside the control plane: it goes first
+
+    localkueue.stop(cluster=False)
     pids = _pids()
     if _cluster_dir().is_dir():
         try:
@@ -477,6 +507,8 @@ def down() -> None:
 
 def leftovers() -> list[str]:
     """What of a stopped local cluster still exists (nothing, after down())."""
-    found = localnode.leftovers(_nodes_dir())
+    from tfhelm_dev import localkueue
+
+    found = localnode.leftovers(_nodes_dir()) + localkueue.leftovers()
     found += [f"process {p.name}" for p in Path("/proc").iterdir() if p.name.isdigit() and _is_ours(int(p.name))]
     return found + [str(f) for f in (kubeconfig_path(), _kwok_workdir(), _mode_file()) if f.exists()]

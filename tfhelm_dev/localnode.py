@@ -20,6 +20,7 @@ without the taint, so it runs everything.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shutil
@@ -169,9 +170,21 @@ def _mount_volumes(backing: Path) -> None:
     kind's local-path volumes (0777) are. Every node sees the same directories, as nodes
     see a network filesystem."""
     backing.mkdir(parents=True, exist_ok=True)
+    _release_dead_mount(HOSTPATH_PV)
     HOSTPATH_PV.mkdir(parents=True, exist_ok=True)
     # nonempty: kwok-only clusters of other clones may have made (unused) directories there.
     _sh("bindfs", "-o", "allow_other,nonempty", "--perms=a+rwX", str(backing), str(HOSTPATH_PV))
+
+
+def _release_dead_mount(path: Path) -> None:
+    """A cluster killed with its machine (or its bindfs) leaves the mount behind with no FUSE
+    server: every access then fails with "Transport endpoint is not connected". Detach it."""
+    try:
+        path.stat()
+    except OSError as e:
+        if e.errno != errno.ENOTCONN:
+            raise
+        _sh("umount", "-l", str(path))
 
 
 def _unmount_volumes(backing: Path) -> None:

@@ -17,7 +17,8 @@ mounts, chroot); runs in a private mount namespace so a failure leaves no mount 
 
 The images stand in locally for the charts' default public images: the TensorFlow image
 is Debian's Python with tensorflow-cpu from PyPI, the notebook image adds Jupyter,
-TensorBoard, tfhelm and helm, the file server is Debian's nginx.
+TensorBoard, tfhelm (whose examples, the API's notebook among them, a workspace finds in
+its work directory: jupyter_server_config.py) and helm, the file server is Debian's nginx.
 """
 
 from __future__ import annotations
@@ -231,7 +232,6 @@ def main() -> None:
     p.add_argument("--tensorflow", required=True)
     p.add_argument("--notebook", required=True)
     p.add_argument("--tensorboard", required=True)
-    p.add_argument("--tfhelm-tag", required=True)
     a = p.parse_args()
     if not a.root_only and not (a.helm and a.wheel and a.pause):
         p.error("--helm, --wheel and --pause are needed (or --root-only)")
@@ -265,21 +265,20 @@ def main() -> None:
         return
     wheel_key = wheel_digest(a.wheel)
     deps = _wheel_requirements(a.wheel)
-    # tfhelm's dependencies and helm, then tfhelm itself (small, rebuilt when the code changes).
+    # The notebook's Jupyter, tfhelm's dependencies and helm, then tfhelm itself (small,
+    # rebuilt when the code changes).
     helm_key = file_digest(a.helm)
     install_helm = "install -m 0755 /mnt/helm /usr/local/bin/helm"
-    cli_deps = layer("cli-deps", keys[base], deps, helm_key, build=lambda d: build_overlay(
-        d, [dirs[base]], f"pip install -q {_quoted(deps)} && {install_helm}", {"mnt/helm": a.helm}))
-    cli = layer("tfhelm", keys[cli_deps], wheel_key, build=lambda d: build_overlay(
-        d, [dirs[base], dirs[cli_deps]], f"pip install -q --no-deps /mnt/{a.wheel.name}",
-        {f"mnt/{a.wheel.name}": a.wheel}))
     nb = layer("notebook", keys[tf], a.notebook, deps, helm_key, build=lambda d: build_overlay(
         d, [dirs[base], dirs[tf]],
         f"pip install -q notebook=={a.notebook} {_quoted(deps)} && {install_helm}",
         {"mnt/helm": a.helm}))
-    nb_cli = layer("notebook-tfhelm", keys[nb], wheel_key, build=lambda d: build_overlay(
-        d, [dirs[base], dirs[tf], dirs[nb]], f"pip install -q --no-deps /mnt/{a.wheel.name}",
-        {f"mnt/{a.wheel.name}": a.wheel}))
+    # Jupyter's settings: the wheel's examples copied into a workspace (jupyter_server_config.py).
+    jupyter_config = Path(__file__).with_name("jupyter_server_config.py")
+    nb_cli = layer("notebook-tfhelm", keys[nb], wheel_key, file_digest(jupyter_config), build=lambda d: build_overlay(
+        d, [dirs[base], dirs[tf], dirs[nb]], f"pip install -q --no-deps /mnt/{a.wheel.name} && "
+        "install -D -m 0644 /mnt/jupyter_server_config.py /etc/jupyter/jupyter_server_config.py",
+        {f"mnt/{a.wheel.name}": a.wheel, "mnt/jupyter_server_config.py": jupyter_config}))
     pause = layer("pause", file_digest(a.pause), build=lambda d: (
         d.mkdir(), shutil.copy2(a.pause, d / "pause")))
 
@@ -296,8 +295,8 @@ def main() -> None:
         {"tags": [f"tensorflow/tensorflow:{a.tensorflow}"], "layers": [base, tf], "cmd": ["python3"]},
         {"tags": [f"tensorflow/tensorflow:{a.tensorflow}-jupyter"], "layers": [base, tf, nb, nb_cli],
          "cmd": ["jupyter", "notebook"]},
-        {"tags": [f"tfhelm/tfhelm:{a.tfhelm_tag}"], "layers": [base, cli_deps, cli],
-         "env": ["HOME=/tmp"], "cmd": ["tfhelm", "--help"]},
+        # A plain Python (Debian's, no TensorFlow): a stand-in for the public python image.
+        {"tags": ["python:3.11-slim"], "layers": [base], "cmd": ["python3"]},
         # Debian's nginx as the file server, run as the unprivileged image's user.
         {"tags": ["nginxinc/nginx-unprivileged:1.28-alpine"], "layers": [base], "user": "101:101",
          "cmd": ["nginx", "-g", "daemon off;"]},

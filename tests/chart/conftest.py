@@ -29,9 +29,10 @@ def stable_name(obj: dict) -> str:
 
 
 def pod_specs(manifests: list[dict]) -> dict[str, dict]:
-    """Pod specs of Jobs and Deployments by stable name (see stable_name)."""
-    return {stable_name(m): m["spec"]["template"]["spec"]
-            for m in manifests if m["kind"] in ("Job", "Deployment")}
+    """Pod specs of the TF tasks' Jobs and Deployments by stable name (see stable_name); the
+    in-cluster reaper's Deployment is no task."""
+    return {stable_name(m): m["spec"]["template"]["spec"] for m in manifests
+            if m["kind"] in ("Job", "Deployment") and m["metadata"]["labels"].get("tfhelm.io/role") != "reaper"}
 
 
 @pytest.fixture

@@ -118,6 +118,24 @@ def test_tfconfig_for_a_notebook_driving_an_in_graph_cluster():
     (["tfconfig", "m", "--workers", "2", "--chief", "--client", "h:1"], "has its own chief Job"),
     (["tfconfig", "m", "--workers", "2", "--client", "nohost"], "'nohost' is not HOST:PORT"),
     (["logs", "m", "-n", "a", "--tail", "-5"], "Invalid value for '--tail'"),
+    # Refused before anything is made (issue #31): a cluster made first, then a failure, is half made.
+    (["up", "--workers", "1", "--timeout", "-5"], "--timeout: must be a number of seconds above 0, got -5"),
+    (["up", "--workers", "1", "--pip", "pandas; rm -rf /"], "--pip: 'pandas; rm -rf /' is not a requirement"),
+    (["up", "--workers", "1", "--pip", "pandas @ https://x/p.whl"], "is not a requirement"),
+    (["up", "--workers", "1", "--set-json", 'code.packages=["pandas; rm -rf /"]'],
+     "code.packages.0: 'pandas; rm -rf /' is not a pip requirement"),
+    (["up", "--workers", "2", "--set", "worker=3"],
+     "worker: must be a map of settings, got 3 (an option sets worker.replicas"),
+    (["up", "--workers", "2", "--set-json", "worker.env=[{"],
+     "--set-json: 'worker.env=[{': the value of worker.env is not JSON (Expecting property name"),
+    (["up", "--workers", "2", "--set-json", "worker.env"], "--set-json: 'worker.env' is not KEY=JSON"),
+    (["up", "--workers", "2", "--set-json", 'worker.env=[],x'], "--set-json: 'worker.env=[],x' is not KEY=JSON"),
+    (["tfconfig", "m", "--workers", "2", "--client", "host:99999"], "'host:99999' is not HOST:PORT (a port from 1"),
+    (["tfconfig", "m", "--workers", "2", "--client", "host:0"], "is not HOST:PORT"),
+    (["user", "add", "alice", "--timeout", "-5"], "--timeout: must be a number of seconds above 0"),
+    (["user", "add", "alice", "--priority-class", "system-node-critical"], "one of Kubernetes' own classes"),
+    (["user", "add", "alice", "--quota", "count/secrets"], "--quota: 'count/secrets' is not KEY=N"),
+    (["user", "add", "alice", "--metrics-from", "Mon"], "--metrics-from: 'Mon' is not a valid namespace"),
 ])
 def test_bad_input_is_one_clear_line_and_exit_2_before_any_cluster_access(args, message):
     result = runner.invoke(app, args)

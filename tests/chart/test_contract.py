@@ -2,7 +2,9 @@
 contract.yaml): the schemas are generated from it and are current, and where the chart and
 the CLI both judge a name, they judge it alike."""
 
+import ast
 import importlib.util
+import re
 from pathlib import Path
 
 import pytest
@@ -80,3 +82,48 @@ def test_a_cluster_name_is_a_dns_1035_label_for_the_chart_and_the_cli_alike(name
     except SpecError:
         cli = False
     assert _chart_takes({"clusterName": name}) == cli, repr(name)
+
+
+# -- the task contract has one home
+
+GENERATED = ("files/task/", "files/reaper/", "files/authproxy/", "files/contract.json")
+
+
+def _contract_names() -> set[str]:
+    c = contract.contract()
+    return ({*c["env"].values(), c["keras"]["env"], *c["labels"].values(), *c["annotations"].values(),
+             *c["task"]["retryErrors"]})
+
+
+def _literals(path: Path) -> list[str]:
+    """The string constants of a Python module (not its docstrings), or a template's text
+    without its comments."""
+    text = path.read_text()
+    if path.suffix != ".py":
+        text = re.sub(r"\{\{-?\s*/\*.*?\*/\s*-?\}\}", "", text, flags=re.S)
+        return [re.sub(r"(^|\s)#.*$", "", line) for line in text.splitlines()]
+    tree = ast.parse(text)
+    prose = {id(n.body[0].value) for n in ast.walk(tree)  # docstrings, and a command's help text
+             if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+             and n.body and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
+    prose |= {id(c) for k in ast.walk(tree) if isinstance(k, ast.keyword) and k.arg == "help" for c in ast.walk(k.value)}
+    return [n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)
+            and id(n) not in prose]
+
+
+def test_the_task_contract_is_written_once():
+    """The environment a task reads, the Keras switch, label and annotation keys, the
+    retryable errors: no literal of them in the code, the templates or the build scripts but
+    the contract (generated copies aside)."""
+    names = _contract_names()
+    sources = [p for base in ("tfhelm", "hack", "tfhelm_dev", "bench") for p in (REPO / base).rglob("*.py")]
+    sources += [p for p in (REPO / "charts").rglob("*") if p.suffix in (".tpl", ".yaml", ".txt")
+                and "templates" in p.parts]
+    found = []
+    for path in sources:
+        rel = path.relative_to(REPO).as_posix()
+        if any(g in rel for g in GENERATED) or "__pycache__" in rel:
+            continue
+        for literal in _literals(path):
+            found += [f"{rel}: {name}" for name in names if re.search(rf"(?<![\w.-]){re.escape(name)}(?![\w-])", literal)]
+    assert not found, found

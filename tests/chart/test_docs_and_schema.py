@@ -25,7 +25,8 @@ def leaves(values: dict, prefix: str = ""):
 
 def _passthrough(path: str) -> bool:
     return path.split(".")[-1] in {"resources", "podSecurityContext", "containerSecurityContext",
-                                   "affinity", "parameters", "nodeSelector", "podLabels", "podAnnotations"}
+                                   "affinity", "parameters", "nodeSelector", "podLabels", "podAnnotations",
+                                   "objects"}  # quota.objects: ResourceQuota keys, by pattern
 
 
 def schema_node(schema: dict, path: str) -> dict | None:

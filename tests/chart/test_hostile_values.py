@@ -60,7 +60,7 @@ def no_cluster(monkeypatch, tmp_path):
     (["--set", "storage.logs.mountPath=log"], "storage.logs.mountPath: 'log' is not an absolute path"),
     (["--set", "worker.replicas"], 'failed parsing --set data: key "replicas" has no value'),
     (["--set", "a[99999999]=1"], "index of 99999999 is greater than maximum supported index"),
-    (["--set-json", "worker.env=[{"], "failed parsing --set-json data"),
+    (["--set-json", "worker.env=[{"], "--set-json: 'worker.env=[{': the value of worker.env is not JSON"),
     (["--workers", "abc"], "Invalid value for '--workers'"),
     (["--no-such-option"], "No such option: --no-such-option"),
 ])

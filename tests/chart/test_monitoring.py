@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from tfhelm import launcher
+from tfhelm.pod.metrics import TaskMetrics
 from tfhelm.cluster.manifests import by_kind, cluster_config, job_names
 from tfhelm.errors import RenderError
 from tfhelm.reaper.metrics import ReaperMetrics
@@ -111,7 +111,7 @@ def test_labels_for_the_operators_selectors():
 def exported_metrics() -> set[str]:
     """Every series name the launcher and the reaper export, and the ones kube-prometheus-stack
     brings (cAdvisor, kube-state-metrics)."""
-    names = set(launcher.TaskMetrics.HELP)
+    names = set(TaskMetrics.HELP)
     names |= {line.split()[2] for line in ReaperMetrics().render().splitlines() if line.startswith("# TYPE")}
     names |= {n + s for n in list(names) for s in ("_bucket", "_sum", "_count")}
     return names | {"kube_job_failed", "kube_pod_status_phase", "container_cpu_usage_seconds_total",

@@ -135,3 +135,30 @@ def test_promtool_tests_every_alert(promtool, rule_file):
     result = run(promtool, "test", "rules", tests.name, cwd=rule_file.parent)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "SUCCESS" in result.stdout
+
+
+def test_promtool_tests_the_queue_alert(promtool, tmp_path):
+    """A queued cluster's alert (queue.name): fires once the in-cluster controller's gauge says
+    it has waited longer than queuedMinutes; quiet while it has not, and once admitted (the
+    gauge is gone)."""
+    manifests = render({"queue": {"name": "team"}, "monitoring": {"prometheusRule": {"enabled": True, "queuedMinutes": 30}}})
+    (rule,) = by_kind(manifests, "PrometheusRule")
+    (tmp_path / "rules.yaml").write_text(yaml.safe_dump(rule["spec"]))
+    since = 'tfhelm_queue_waiting_since_seconds{namespace="team-a", cluster="mnist", pod="mnist-reaper-a-b"}'
+    tests = [{"interval": "1m",
+              # Waiting since t=0 (Unix 0 in promtool's clock); admitted at minute 50 (the series ends).
+              "input_series": [{"series": since, "values": "0x50"}],
+              "alert_rule_test": [
+                  {"eval_time": "25m", "alertname": "TFTrainingQueuedTooLong", "exp_alerts": []},
+                  {"eval_time": "40m", "alertname": "TFTrainingQueuedTooLong",
+                   "exp_alerts": [{"exp_labels": {"severity": "warning", "namespace": "team-a", "cluster": "mnist"},
+                                   "exp_annotations": {
+                                       "summary": "Training team-a/mnist has waited in queue team for more than 30 minutes",
+                                       "description": "Kueue has not admitted the workers of mnist (LocalQueue team). "
+                                                      "`tfhelm status mnist -n team-a` says why: which resource, how much "
+                                                      "of it is in use, or the workload ahead of it."}}]},
+                  {"eval_time": "60m", "alertname": "TFTrainingQueuedTooLong", "exp_alerts": []}]}]
+    (tmp_path / "tests.yaml").write_text(yaml.safe_dump({"rule_files": ["rules.yaml"], "evaluation_interval": "1m",
+                                                         "tests": tests}, sort_keys=False, width=1000))
+    result = run(promtool, "test", "rules", "tests.yaml", cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr

@@ -4,6 +4,8 @@ pods run."""
 
 import ast
 import importlib.util
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -87,18 +89,27 @@ def packages_setup(values: dict) -> tuple[dict, dict]:
     return inits, bases
 
 
-def test_extra_packages_are_installed_once_into_the_shared_data_volume():
+def test_extra_packages_are_installed_once_per_run_and_used_from_the_pods_own_copy():
+    """Installed once per run (its Job's uid) into the shared data volume, in a directory named
+    by what goes in; each task checks it and copies it into its pod's /tmp, which its Python
+    reads (tfhelm/pod/packages.py)."""
     values = {**ALL_ROLES, "code": {"packages": ["pandas==2.2.3", "tqdm"],
                                     "pip": {"findLinks": "http://files.team-a.svc:8080/wheels/"}}}
     inits, bases = packages_setup(values)
     assert inits["mnist-ps-0"] is None and bases["mnist-ps-0"] is None  # PS run no script
     targets = {init["command"][3] for n, init in inits.items() if init}
-    (target,) = targets  # one directory for every task: the first installs, the others find it done
-    assert target.startswith("/data/.tfhelm/packages/") and {bases[n] for n in inits if inits[n]} == {target}
+    (target,) = targets  # one directory for every task, per run: the first installs, the others find it done
+    assert target.startswith("/data/.tfhelm/packages/") and target.endswith("/$(TFHELM_RUN)")
+    assert {bases[n] for n in inits if inits[n]} == {"/tmp/packages"}
     init = inits["mnist-worker"]
-    assert init["command"] == ["python3", "/etc/tfhelm/launcher.py", "packages", target, "--no-index",
-                               "--find-links", "http://files.team-a.svc:8080/wheels/", "--", "pandas==2.2.3", "tqdm"]
+    assert init["command"] == ["python3", "/etc/tfhelm/launcher.py", "packages", target, "/tmp/packages",
+                               "--no-index", "--find-links", "http://files.team-a.svc:8080/wheels/", "--",
+                               "pandas==2.2.3", "tqdm"]
+    assert env(init)["TFHELM_RUN"] is None  # from the downward API:
+    assert init["env"][0]["valueFrom"]["fieldRef"]["fieldPath"] == (
+        "metadata.labels['batch.kubernetes.io/controller-uid']")
     assert {"name": "data", "mountPath": "/data"} in init["volumeMounts"]
+    assert {"name": "tmp", "mountPath": "/tmp"} in init["volumeMounts"]
     assert init["image"] == pod_specs(render(values))["mnist-worker"]["containers"][0]["image"]
     # Another list, other pip settings or another image: another directory.
     for change in ({"code": {"packages": ["pandas==2.2.2", "tqdm"]}},
@@ -114,7 +125,7 @@ def test_extra_packages_are_installed_once_into_the_shared_data_volume():
 def test_an_index_with_a_wheel_directory_keeps_the_index():
     inits, _ = packages_setup({"code": {"packages": ["x"], "pip": {"indexUrl": "https://pypi.internal/simple",
                                                                     "findLinks": "/data/wheels"}}})
-    assert inits["mnist-worker"]["command"][4:] == [
+    assert inits["mnist-worker"]["command"][5:] == [
         "--index-url", "https://pypi.internal/simple", "--find-links", "/data/wheels", "--", "x"]
 
 
@@ -139,13 +150,38 @@ def _chart_files():
     return module
 
 
-def test_the_pods_launcher_is_the_documented_one_without_its_prose():
-    """charts/tf-cluster/charts/tf-cluster-lib/files/launcher.py is generated from tfhelm/launcher.py (`make
-    chart-files`): the same program, a fraction of the bytes every release stores."""
+def test_the_programs_pods_run_are_the_documented_ones_without_their_prose():
+    """Each chart's copy of a program (files/task/, files/reaper/, user-env's files/authproxy/)
+    is generated from tfhelm/ (`make chart-files`): every module its entry imports, without
+    prose (a fraction of the bytes every release stores), the contract as JSON, nothing else."""
     module = _chart_files()
-    for source, copy in module.COPIES.items():
-        assert copy.read_text() == module.chart_copy(source), f"{copy} is stale: run `make chart-files`"
-        assert len(copy.read_bytes()) < 0.7 * len(source.read_bytes())
+    for directory, files in module.expected().items():
+        assert {p.name for p in directory.iterdir()} == set(files), f"{directory} is stale: run `make chart-files`"
+        for name, content in files.items():
+            assert (directory / name).read_text() == content, f"{directory / name} is stale: run `make chart-files`"
+        shipped = [n for n in files if n.startswith("tfhelm.")]
+        for directory in module.CONTRACT_COPIES:
+            assert (directory / "contract.json").read_text() == module.contract_json(), "run `make chart-files`"
+        source = sum(module.source_path(n.removesuffix(".py")).stat().st_size for n in shipped)
+        assert sum(len(files[n]) for n in shipped) < 0.9 * source
+
+
+def test_the_programs_import_the_standard_library_alone(tmp_path):
+    """What the chart ships runs where tfhelm is not installed (python3 -I: no site-packages):
+    the launcher, the reaper and TensorBoard's login proxy each start from their directory as
+    the pod mounts it."""
+    module = _chart_files()
+    for directory in module.PROGRAMS:
+        mounted = tmp_path / directory.name
+        mounted.mkdir()
+        for name, content in module.complete(directory).items():
+            (mounted / name).write_text(content)
+        for entry in (n for n in module.PROGRAMS[directory]):
+            done = subprocess.run([sys.executable, "-I", str(mounted / entry), "--help"], capture_output=True,
+                                  text=True, timeout=60, cwd="/")
+            assert "Traceback" not in done.stderr and "usage" in done.stdout + done.stderr, (entry, done.stderr)
+    with pytest.raises(ValueError, match="standard library only"):
+        module.closure(["tfhelm.kube"])
 
 
 def test_stripping_keeps_the_program():

@@ -46,7 +46,8 @@ def test_default_workspace_objects():
         ("NetworkPolicy", "user-env-tensorboard-exposed"),
         ("PersistentVolumeClaim", "user-env-code"), ("PersistentVolumeClaim", "user-env-data"),
         ("PersistentVolumeClaim", "user-env-logs"),
-        ("ResourceQuota", "user-env"), ("Role", "user-env-notebook"), ("RoleBinding", "user-env-notebook"),
+        ("ResourceQuota", "user-env"), ("ResourceQuota", "user-env-priority-classes"),
+        ("Role", "user-env-notebook"), ("RoleBinding", "user-env-notebook"),
         ("Service", "user-env-files"), ("Service", "user-env-notebook"), ("Service", "user-env-tensorboard"),
         ("ServiceAccount", "user-env-notebook")]
 
@@ -119,8 +120,10 @@ def test_tensorboard_answers_only_through_its_login_proxy():
     assert proxy["readinessProbe"]["httpGet"]["path"] == "/tfhelm-auth/ready"
     token = next(v for v in pod["volumes"] if v["name"] == "token")["secret"]
     assert token["secretName"] == rules.token_secret()
-    script = named(m, "ConfigMap", rules.component_name("tensorboard"))["data"]["authproxy.py"]
-    assert script == (chart_path(rules.CHART) / "files" / "authproxy.py").read_text()
+    data = named(m, "ConfigMap", rules.component_name("tensorboard"))["data"]
+    shipped = chart_path(rules.CHART) / "files" / "authproxy"  # tfhelm/pod/authproxy.py and what it imports
+    assert data == {p.name: p.read_text() for p in shipped.iterdir()}
+    assert {"authproxy.py", "tfhelm.pod.authproxy.py", "tfhelm.pod.httpd.py"} <= set(data)
     # Without it, as before: TensorBoard itself on the port, and no token in the pod.
     off = named(env_render({"tensorboard": {"auth": {"enabled": False}}}), "Deployment",
                 rules.component_name("tensorboard"))["spec"]["template"]["spec"]
@@ -134,10 +137,20 @@ def test_the_fence_outlives_the_release_and_the_service_policy_selects_user_name
     for kind in ("NetworkPolicy", "ResourceQuota", "LimitRange"):
         for obj in by_kind(m, kind):
             assert obj["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep", obj["metadata"]["name"]
-    policy, binding = rules.service_policy()
-    assert binding["spec"]["policyName"] == policy["metadata"]["name"]
-    selector = binding["spec"]["matchResources"]["namespaceSelector"]["matchExpressions"]
-    assert selector == [{"key": rules.USER_LABEL, "operator": "Exists"}]
+    # The fence's NetworkPolicies carry the label the cluster-wide policy guards them by.
+    assert {p["metadata"]["labels"]["tfhelm.io/fence"] for p in by_kind(m, "NetworkPolicy")} == {"workspace"}
+    docs = rules.cluster_policies()
+    policies = {o["metadata"]["name"]: o for o in docs if o["kind"] == "ValidatingAdmissionPolicy"}
+    bindings = {o["metadata"]["name"]: o for o in docs if o["kind"] == "ValidatingAdmissionPolicyBinding"}
+    assert set(policies) == set(bindings) == set(rules.policy_names()) == {
+        "tfhelm-user-services", "tfhelm-user-release-records", "tfhelm-user-network-policies",
+        "tfhelm-user-node"}
+    assert docs[-2]["metadata"]["name"] == "tfhelm-user-services"  # applied last: its enforcement is awaited
+    for name, binding in bindings.items():
+        assert binding["spec"]["policyName"] == name and binding["spec"]["validationActions"] == ["Deny"]
+        selector = binding["spec"]["matchResources"]["namespaceSelector"]["matchExpressions"]
+        assert selector == [{"key": rules.USER_LABEL, "operator": "Exists"}]
+        assert policies[name]["spec"]["failurePolicy"] == "Fail"
     assert rules.USER_LABEL in rules.namespace_labels("alice")
 
 
@@ -259,17 +272,39 @@ def test_volumes_use_the_storage_class_or_existing_claims_and_are_kept():
 
 
 def test_quota_and_limit_range():
-    values = rules.compute_user_values(rules.UserOptions("alice", quota_cpu="6", quota_memory="24Gi"))
-    values["quota"]["extraHard"] = {"requests.nvidia.com/gpu": "2"}
+    values = rules.compute_user_values(rules.UserOptions(
+        "alice", quota_cpu="6", quota_memory="24Gi", quota_gpus=2, quota_objects=["pods=40"], max_memory="16Gi"))
+    values["quota"]["extraHard"] = {"requests.amd.com/gpu": "1"}
     m = env_render(values)
-    assert by_kind(m, "ResourceQuota")[0]["spec"]["hard"] == {
+    hard = named(m, "ResourceQuota", "user-env")["spec"]["hard"]
+    assert {k: hard[k] for k in ("requests.cpu", "requests.memory", "requests.storage", "persistentvolumeclaims",
+                                 "requests.nvidia.com/gpu", "requests.amd.com/gpu", "pods")} == {
         "requests.cpu": "6", "requests.memory": "24Gi", "requests.storage": "500Gi",
-        "persistentvolumeclaims": "20", "requests.nvidia.com/gpu": "2"}
+        "persistentvolumeclaims": "20", "requests.nvidia.com/gpu": "2", "requests.amd.com/gpu": "1", "pods": "40"}
+    # Every kind a tenant can make is counted; by default no GPU.
+    assert {k for k in hard if k.startswith("count/")} == {
+        "count/configmaps", "count/secrets", "count/services", "count/deployments.apps", "count/jobs.batch",
+        "count/leases.coordination.k8s.io", "count/serviceaccounts", "count/roles.rbac.authorization.k8s.io",
+        "count/rolebindings.rbac.authorization.k8s.io", "count/networkpolicies.networking.k8s.io"}
+    assert named(env_render(), "ResourceQuota", "user-env")["spec"]["hard"]["requests.nvidia.com/gpu"] == "0"
     (limits,) = by_kind(m, "LimitRange")[0]["spec"]["limits"]
-    assert limits == {"type": "Container", "default": {"memory": "2Gi"},
-                      "defaultRequest": {"cpu": "100m", "memory": "256Mi"}}
+    assert limits == {"type": "Container", "default": {"cpu": "8", "memory": "2Gi"},
+                      "defaultRequest": {"cpu": "100m", "memory": "256Mi"}, "max": {"cpu": "8", "memory": "16Gi"}}
     off = env_render({"quota": {"enabled": False}, "limitRange": {"enabled": False}})
     assert not by_kind(off, "ResourceQuota") and not by_kind(off, "LimitRange")
+
+
+def test_no_pod_may_name_a_priority_class_that_was_not_granted():
+    """A second quota admits no pod of any PriorityClass (the system-* ones too) but those
+    granted; pods that name none are not in its scope."""
+    scope = named(env_render(), "ResourceQuota", "user-env-priority-classes")["spec"]
+    assert scope == {"hard": {"pods": "0"}, "scopeSelector": {"matchExpressions": [
+        {"scopeName": "PriorityClass", "operator": "Exists"}]}}
+    granted = rules.compute_user_values(rules.UserOptions("alice", priority_classes=["team-high", "batch"]))
+    scope = named(env_render(granted), "ResourceQuota", "user-env-priority-classes")["spec"]
+    assert scope["scopeSelector"]["matchExpressions"] == [
+        {"scopeName": "PriorityClass", "operator": "Exists"},
+        {"scopeName": "PriorityClass", "operator": "NotIn", "values": ["team-high", "batch"]}]
 
 
 def test_role_reaches_only_the_namespace_and_not_its_fences():
@@ -283,8 +318,11 @@ def test_role_reaches_only_the_namespace_and_not_its_fences():
     assert not any("*" in (g, r, v) for g, r, v in granted)
     # Roles and RoleBindings are writable (the reaper's): the API server's escalation check
     # refuses any grant beyond this Role; tests/cluster proves widening it is forbidden.
-    fences = {"resourcequotas", "limitranges", "networkpolicies", "namespaces"}
+    fences = {"resourcequotas", "limitranges", "namespaces"}
     assert not {(r, v) for _, r, v in granted if r in fences and v not in ("get", "list", "watch")}
+    # NetworkPolicies (tf-cluster fences each TF cluster): the workspace's own are guarded by
+    # the cluster-wide tfhelm-user-network-policies (tests/cluster and tests/realpods try it).
+    assert ("networking.k8s.io", "networkpolicies", "create") in granted
     assert not by_kind(m, "ClusterRole") and not by_kind(m, "ClusterRoleBinding")
     binding = by_kind(m, "RoleBinding")[0]
     assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
@@ -338,6 +376,10 @@ def test_rendering_is_deterministic_and_uses_no_random_functions(env_chart):
     ({"quota": {"cpu": "many"}}, "quota.cpu: 'many' is not a Kubernetes quantity"),
     ({"userName": "Alice"}, "userName: 'Alice' is not a user name"),
     ({"notebook": {"token": {"value": "s3cret"}}}, "additional properties 'value' not allowed"),
+    ({"quota": {"priorityClasses": ["system-node-critical"]}}, "quota.priorityClasses.0"),
+    ({"quota": {"gpus": -1}}, "quota.gpus: minimum"),
+    ({"quota": {"objects": {"requests.cpu": "4"}}}, "quota.objects: additional properties 'requests.cpu'"),
+    ({"networkPolicy": {"metricsFrom": [{"namespace": "monitoring"}]}}, "additional properties 'namespace'"),
 ])
 def test_schema_rejects_bad_values(values, message):
     with pytest.raises(RenderError, match=message):
@@ -364,9 +406,9 @@ def test_user_add_dry_run_prints_the_workspace_without_a_cluster(monkeypatch, tm
     result = runner.invoke(app, ["user", "add", "bob", "--dry-run", "--quota-cpu", "4", "--node-port", "30100"])
     assert result.exit_code == 0, result.output
     docs = [d for d in yaml.safe_load_all(result.stdout) if d]
-    # The cluster-wide Service policy that `user add` applies, then the workspace itself.
+    # The cluster-wide policies that `user add` applies, then the workspace itself.
     assert [d["kind"] for d in docs if "tfhelm.io/user" not in d["metadata"]["labels"]] == [
-        "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"]
+        "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"] * len(rules.policy_names())
     docs = [d for d in docs if "tfhelm.io/user" in d["metadata"]["labels"]]
     assert {d["metadata"]["labels"]["tfhelm.io/user"] for d in docs} == {"bob"}
     assert named(docs, "Service", "user-env-notebook")["spec"]["ports"][0]["nodePort"] == 30100
@@ -385,3 +427,14 @@ def test_user_bad_input_exits_2_with_one_line(args, field, monkeypatch, tmp_path
     assert result.exit_code == 2, result.output
     if field:
         assert result.stderr.startswith(f"error: {field}:") and result.stderr.count("\n") == 1
+
+
+def test_user_remove_knows_every_kind_the_workspace_makes():
+    """`tfhelm user remove` deletes the workspace by label, kind by kind (never from its
+    record): every kind any values render is one it deletes or keeps."""
+    from tfhelm.workspace.actions import WORKSPACE_KINDS
+
+    made = env_render({"notebook": {"ingress": {"enabled": True}}, "tensorboard": {"ingress": {"enabled": True}},
+                       "networkPolicy": {"metricsFrom": [{"podSelector": {}}]}})
+    assert {o["kind"] for o in made} <= set(WORKSPACE_KINDS)
+    assert {o["metadata"]["labels"]["app.kubernetes.io/instance"] for o in made} == {rules.RELEASE}

@@ -27,7 +27,7 @@ def installed(tmp_path_factory) -> Path:
     tmp = tmp_path_factory.mktemp("wheel")
     src = tmp / "src"  # build from a copy: the repository gets no build/ or egg-info
     src.mkdir()
-    for item in ("pyproject.toml", "MANIFEST.in", "README.md", "tfhelm", "charts"):
+    for item in ("pyproject.toml", "MANIFEST.in", "README.md", "tfhelm", "charts", "examples"):
         copy = shutil.copytree if (REPO / item).is_dir() else shutil.copy2
         kwargs = {"symlinks": True, "ignore": shutil.ignore_patterns("__pycache__")} if copy is shutil.copytree else {}
         copy(REPO / item, src / item, **kwargs)
@@ -59,7 +59,7 @@ def test_wheel_carries_both_charts_whole(installed):
         packed = {n[len("tfhelm/charts/"):]: z.read(n) for n in z.namelist() if n.startswith("tfhelm/charts/")}
     repo = {p.relative_to(REPO / "charts").as_posix(): p.read_bytes()
             for p in (REPO / "charts").rglob("*") if p.is_file() and "__pycache__" not in p.parts}
-    assert {"tf-cluster/Chart.yaml", "user-env/.helmignore", "tf-cluster/charts/tf-cluster-lib/files/launcher.py"} <= set(repo)
+    assert {"tf-cluster/Chart.yaml", "user-env/.helmignore", "tf-cluster/charts/tf-cluster-lib/files/task/launcher.py"} <= set(repo)
     assert packed == repo
 
 
@@ -67,9 +67,21 @@ def test_wheel_carries_every_module_of_the_package(installed):
     """Every tfhelm module, subpackages too (pyproject lists each package by name)."""
     wheel = next((installed.parent / "dist").glob("tfhelm-*.whl"))
     with zipfile.ZipFile(wheel) as z:
-        packed = {n for n in z.namelist() if n.endswith(".py") and not n.startswith("tfhelm/charts/")}
+        packed = {n for n in z.namelist() if n.endswith(".py") and not n.startswith(("tfhelm/charts/", "tfhelm/examples/"))}
     repo = {p.relative_to(REPO).as_posix() for p in (REPO / "tfhelm").rglob("*.py")}
-    assert {"tfhelm/workspace/rules.py", "tfhelm/reaper/loop.py"} <= repo
+    assert {"tfhelm/workspace/rules.py", "tfhelm/reaper/loop.py", "tfhelm/api/clusters.py"} <= repo
+    assert packed == repo
+
+
+def test_wheel_carries_the_examples_a_workspace_gets(installed):
+    """The example scripts and the API's notebook, as `tfhelm.examples` (the notebook image
+    copies them into each workspace's work directory), byte for byte."""
+    wheel = next((installed.parent / "dist").glob("tfhelm-*.whl"))
+    with zipfile.ZipFile(wheel) as z:
+        packed = {n[len("tfhelm/examples/"):]: z.read(n) for n in z.namelist() if n.startswith("tfhelm/examples/")}
+    repo = {p.name: p.read_bytes() for p in (REPO / "examples").iterdir()
+            if p.is_file() and (p.suffix in (".py", ".ipynb") or p.name == "README.md")}
+    assert {"tfhelm_api.ipynb", "ps_between_graph.py", "tfhelm_example.py"} <= set(repo)
     assert packed == repo
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -27,12 +28,12 @@ from kubernetes import watch as k8s_watch
 from kubernetes.client.rest import ApiException
 from typer.testing import CliRunner
 
-from tfhelm import launcher
 from tfhelm.chart import chart_path, default_values
 from tfhelm.cli import app
 from tfhelm.cluster import deploy
 from tfhelm.cluster.values import ClusterOptions
 from tfhelm.helm import Helm, helm_executable
+from tfhelm.pod.tfconfig import expand_cluster
 
 from .conftest import wait_for
 
@@ -86,7 +87,7 @@ def ps_workers(apps, ns: str, cluster: str) -> list[str]:
     pod = apps.read_namespaced_deployment(f"{cluster}-ps-0", ns).spec.template.spec
     volume = next(v for v in pod.volumes if v.name == "tfhelm-config").config_map.name
     data = client.CoreV1Api(apps.api_client).read_namespaced_config_map(volume, ns).data
-    return launcher.expand_cluster(json.loads(data["cluster-spec.json"]))["worker"]
+    return expand_cluster(json.loads(data["cluster-spec.json"]))["worker"]
 
 
 def assert_consistent(batch, apps, ns: str, cluster: str, workers: int, image: str) -> str:
@@ -414,3 +415,55 @@ def test_a_stopped_up_wait_reap_says_what_is_left_and_how_to_reap_it(namespace, 
     text = " ".join("".join(lines).split())
     assert f"interrupted: {namespace}/st is left as it is: training running, 1 parameter server(s)" in text, text
     assert f"Reap it when done: tfhelm reap st -n {namespace}" in text and "Traceback" not in text
+
+
+def test_a_planted_lease_is_bounded_escaped_and_taken_over_with_force(namespace, api_client):
+    """A Lease written by hand (issue #31): a duration of a year and a holder with terminal
+    escapes. `up` says truthfully when it frees itself (no more than tfhelm's own duration),
+    shows the holder escaped, and `--force` takes it over at once, saying whose it was."""
+    leases = client.CoordinationV1Api(api_client)
+    name, base = "pl", ["up", "--name", "pl", "-n", namespace, "--workers", "1", "--ps", "0", *NO_STORAGE]
+    now = datetime.now(timezone.utc)
+    holder = "\x1b]0;pwned\x07mallory"
+    leases.create_namespaced_lease(namespace, client.V1Lease(
+        metadata=client.V1ObjectMeta(name=f"tfhelm-up-{name}"),
+        spec=client.V1LeaseSpec(holder_identity=holder, lease_duration_seconds=365 * 86400,
+                                acquire_time=now, renew_time=now)))
+    refused = tfhelm(*base, code=2)
+    assert "\x1b" not in refused.stderr and "held by \\x1b]0;pwned\\x07mallory" in said(refused)
+    assert re.search(r"frees itself within ([1-9]|[12][0-9]|30)s, or `--force` takes it over now", said(refused)), said(refused)
+    taken = tfhelm(*base, "--force")
+    assert "took the install lock (Lease" in said(taken) and "over from \\x1b]0;pwned\\x07mallory (--force)" in said(taken)
+    # A renewal a year ahead of this clock holds nothing: taken at once, without --force.
+    held = leases.read_namespaced_lease(f"tfhelm-up-{name}", namespace)
+    held.spec = client.V1LeaseSpec(holder_identity="skewed", lease_duration_seconds=30,
+                                   acquire_time=now, renew_time=now + timedelta(days=365))
+    leases.replace_namespaced_lease(f"tfhelm-up-{name}", namespace, held)
+    tfhelm(*base)
+
+
+def test_up_wait_ends_at_once_when_its_cluster_is_removed(namespace):
+    proc = subprocess.Popen([sys.executable, "-m", "tfhelm", "up", "--name", "rm", "-n", namespace, "--workers",
+                             "1", "--ps", "1", *NO_STORAGE, "--set", RUNNING, "--wait", "--timeout", "3600"],
+                            text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(proc.stderr), daemon=True)
+    reader.start()
+    wait_for(lambda: any("tasks of" in ln for ln in lines), 120, what="`up --wait` to be waiting")
+    tfhelm("down", "rm", "-n", namespace)
+    assert proc.wait(60) == 1  # not the hour of its --timeout (exit 4)
+    reader.join(10)
+    text = " ".join("".join(lines).split())
+    assert f"{namespace}/rm was removed while waiting (its Jobs are gone: `tfhelm down`?)" in text, text
+
+
+def test_list_and_status_name_a_deleted_job_instead_of_serving(namespace, batch):
+    tfhelm("up", "--name", "dj", "-n", namespace, "--workers", "1", "--ps", "1", *NO_STORAGE, "--set", RUNNING)
+    (job,) = jobs(batch, namespace, "dj")
+    batch.delete_namespaced_job(job.metadata.name, namespace, propagation_policy="Background")
+    wait_for(lambda: not jobs(batch, namespace, "dj"), 60, what="the worker Job gone")
+    listed = tfhelm("list", "-n", namespace, "-o", "json")
+    assert [r["training"] for r in json.loads(listed.stdout) if r["name"] == "dj"] == ["Deleted (worker Job)"]
+    status = tfhelm("status", "dj", "-n", namespace, code=1)
+    assert "the worker Job(s) of this cluster are gone" in " ".join(status.stdout.split())
+    assert json.loads(tfhelm("status", "dj", "-n", namespace, "-o", "json", code=1).stdout)["training"] == "Deleted"

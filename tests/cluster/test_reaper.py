@@ -8,12 +8,12 @@ depends on how long anything takes.
 
 from __future__ import annotations
 
+import base64
 import os
 import signal
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -223,30 +223,6 @@ def test_killed_mid_grace_and_restarted(core, apps, namespace):
     assert len(events(core, namespace, "TFClusterReaped")) == 1
 
 
-def restart_apiserver(down_for: float = 3.0) -> None:
-    """SIGKILL kube-apiserver and start it again with the same command line, as a crash and
-    a supervisor restart would. kwokctl runs it from a pid file in the cluster's directory."""
-    cluster_dir = localcluster.local_dir() / "kwok" / "clusters" / localcluster.CLUSTER_NAME
-    pid_file = cluster_dir / "pids" / "kube-apiserver.pid"
-    pid = int(pid_file.read_text().strip())
-    proc = Path(f"/proc/{pid}")
-    argv = [a.decode() for a in (proc / "cmdline").read_bytes().split(b"\0")[:-1]]
-    env = dict(kv.decode().split("=", 1) for kv in (proc / "environ").read_bytes().split(b"\0") if b"=" in kv)
-    cwd = os.readlink(proc / "cwd")
-    os.kill(pid, signal.SIGKILL)
-    wait_for(lambda: not proc.exists() or "Z" in (proc / "stat").read_text().rsplit(")", 1)[1][:3],
-             30, 0.1, what="kube-apiserver stopped")
-    time.sleep(down_for)  # the reaper's watch breaks and its reconnects are refused meanwhile
-    with open(cluster_dir / "logs" / "kube-apiserver.log", "ab") as log:
-        new = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=log,
-                               stderr=log, start_new_session=True)
-    pid_file.write_text(str(new.pid))
-    kc = localcluster.kubeconfig_path()
-    wait_for(lambda: subprocess.run([str(localcluster.bin_dir() / "kubectl"), "--kubeconfig", str(kc),
-                                     "get", "--raw", "/readyz"], capture_output=True).returncode == 0,
-             120, what="kube-apiserver ready again")
-
-
 def test_api_server_restarted_while_watching(core, apps, namespace, external_cluster):
     if external_cluster:
         pytest.skip("restarts the local cluster's kube-apiserver")
@@ -255,7 +231,7 @@ def test_api_server_restarted_while_watching(core, apps, namespace, external_clu
     wait_for(lambda: events(core, namespace, "SuccessfulCreate", job_of(namespace, "r", "worker")), 30, what="workers")
     proc = start_reap(namespace, "r", "--grace", "1")
     first = first_line(proc)  # past its Helm checks: it has listed the Jobs and watches them
-    restart_apiserver()
+    localcluster.restart_apiserver()
     finish(core, namespace, job_of(namespace, "r", "worker"))  # the outcome arrives on the new connection
     out = first + proc.communicate(timeout=180)[0]
     assert proc.returncode == 0, out
@@ -301,7 +277,8 @@ def test_one_release_cluster_is_reaped_directly(core, apps, namespace):
 # ----------------------------------------------------------------------------- in-cluster RBAC
 
 def token_kubeconfig(core, ns: str, sa: str, path: Path) -> str:
-    """A kubeconfig that authenticates as the ServiceAccount (a TokenRequest token)."""
+    """A kubeconfig that authenticates as the ServiceAccount (a TokenRequest token); beside it
+    the account's files as a pod mounts them (`token`, `ca.crt`)."""
     token = core.create_namespaced_service_account_token(
         sa, ns, client.AuthenticationV1TokenRequest(spec=client.V1TokenRequestSpec(
             audiences=[], expiration_seconds=3600))).status.token
@@ -312,6 +289,10 @@ def token_kubeconfig(core, ns: str, sa: str, path: Path) -> str:
         "users": [{"name": sa, "user": {"token": token}}],
         "contexts": [{"name": sa, "context": {"cluster": cluster["name"], "user": sa, "namespace": ns}}],
         "current-context": sa}))
+    (path.parent / "token").write_text(token)
+    ca = cluster["cluster"]
+    (path.parent / "ca.crt").write_bytes(base64.b64decode(ca["certificate-authority-data"])
+                                         if "certificate-authority-data" in ca else Path(ca["certificate-authority"]).read_bytes())
     return str(path)
 
 
@@ -323,11 +304,20 @@ def forbidden(call, *args, **kwargs) -> bool:
     return False
 
 
-def reaper_command(apps, ns: str, name: str) -> list[str]:
-    """The in-cluster reaper's exact command line, as the chart rendered it."""
+def reaper_command(apps, ns: str, name: str, account: Path) -> list[str]:
+    """The in-cluster reaper's exact command line, as the chart rendered it: the chart's
+    program run here (-I: without tfhelm installed, as in the task image), with the files of
+    its ServiceAccount as its pod would mount them."""
     c = apps.read_namespaced_deployment(f"{name}-reaper", ns).spec.template.spec.containers[0]
-    assert c.command == ["tfhelm"]
-    return [TFHELM, *c.args]
+    assert c.command == ["python3", "/etc/tfhelm/reaper.py"]
+    config = client.CoreV1Api(apps.api_client).read_namespaced_config_map(f"{name}-tfconfig", ns)
+    mounted = account / "etc-tfhelm"  # what its pod mounts at /etc/tfhelm
+    mounted.mkdir()
+    for key, text in config.data.items():
+        (mounted / key).write_text(text)
+    server = yaml.safe_load(Path(os.environ["KUBECONFIG"]).read_text())["clusters"][0]["cluster"]["server"]
+    return [sys.executable, "-I", str(mounted / "reaper.py"), *c.args, f"--server={server}",
+            f"--service-account={account}"]
 
 
 @pytest.mark.parametrize("form", ["split-in-graph", "one-release"])
@@ -336,9 +326,10 @@ def test_in_cluster_reaper_rbac_is_sufficient_and_minimal(core, apps, batch, nam
     if form == "split-in-graph":
         up(namespace, name, SLOW, NO_STORAGE, {"mode": "in-graph", "chief": {"enabled": True},
                                                "reaper": {"enabled": True, "grace": 1}}, ps=2)
-    else:
+    else:  # without the lost-tasks rule (nodeFailure.replaceLostTasks), it may touch no pod
         helm_install(namespace, name, "ps.replicas=2", "worker.replicas=2", "reaper.enabled=true",
-                     "reaper.grace=1", "storage.data.enabled=false", "storage.logs.enabled=false")
+                     "reaper.grace=1", "storage.data.enabled=false", "storage.logs.enabled=false",
+                     "nodeFailure.replaceLostTasks=false")
         finish(core, namespace, job_of(namespace, name, "worker"))
     # The reaper's pod passed admission in a namespace enforcing Pod Security "restricted".
     wait_for(lambda: core.list_namespaced_pod(namespace, label_selector="app.kubernetes.io/component=reaper").items,
@@ -355,8 +346,9 @@ def test_in_cluster_reaper_rbac_is_sufficient_and_minimal(core, apps, batch, nam
     assert forbidden(r_apps.delete_namespaced_deployment, f"{name}-reaper", namespace)
     assert forbidden(r_core.delete_namespaced_service, f"{name}-worker", namespace)
     ps_pod = core.list_namespaced_pod(namespace, label_selector=f"tfhelm.io/cluster={name},tfhelm.io/role=ps").items[0]
-    assert forbidden(r_core.read_namespaced_pod, ps_pod.metadata.name, namespace)  # pods: list and watch only
-    assert forbidden(r_core.delete_namespaced_pod, ps_pod.metadata.name, namespace)
+    assert forbidden(r_core.read_namespaced_pod, ps_pod.metadata.name, namespace)  # pods: never by name
+    if form == "one-release":  # with the lost-tasks rule, patch and delete (tests/cluster/test_lost_tasks.py)
+        assert forbidden(r_core.delete_namespaced_pod, ps_pod.metadata.name, namespace)
     assert forbidden(r_core.list_namespaced_persistent_volume_claim, namespace)
     assert forbidden(r_core.delete_namespaced_config_map, f"{name}-tfconfig", namespace)
     assert forbidden(r_batch.list_namespaced_job, "default")
@@ -370,8 +362,8 @@ def test_in_cluster_reaper_rbac_is_sufficient_and_minimal(core, apps, batch, nam
         assert forbidden(r_batch.patch_namespaced_job, job_of(namespace, name, "worker"), namespace, {"spec": {"suspend": True}})
 
     # Sufficient: the reaper's own command line, with its own token, does the whole job.
-    proc = subprocess.Popen(reaper_command(apps, namespace, name), env=dict(os.environ, KUBECONFIG=kc),
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(reaper_command(apps, namespace, name, tmp_path), stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
     try:
         deciding = job_of(namespace, name, "chief") if form == "split-in-graph" else job_of(namespace, name, "worker")
         wait_for(lambda: events(core, namespace, "TFClusterReaped", deciding), 120, what="TFClusterReaped")
@@ -394,11 +386,11 @@ def test_reap_of_a_missing_cluster_exits_cleanly_every_time(namespace):
     a TLS read at exit made the interpreter abort (exit 134) in some runs."""
     from tfhelm.console import err
     from tfhelm.errors import SpecError
-    from tfhelm.reaper import ReapConfig
+    from tfhelm.reaper import default_config
     from tfhelm.reaper.console import run_reaper
 
     with pytest.raises(SpecError):
-        run_reaper(Kube(), namespace, "nosuch", ReapConfig(), err)
+        run_reaper(Kube(), namespace, "nosuch", default_config(), err)
     assert not [t for t in threading.enumerate() if t.name.startswith("tfhelm-watch-")]
     runs = [subprocess.Popen([TFHELM, "reap", "nosuch", "-n", namespace], stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True) for _ in range(4)]

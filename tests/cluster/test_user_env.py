@@ -344,3 +344,34 @@ def test_a_failed_code_fetch_names_the_url_and_the_http_status(two_users):
     down = " ".join(tfhelm("down", "nofile", "-n", ns, "--purge").stderr.split())
     assert f"kept PersistentVolumeClaim {ns}/{rules.claim_name('logs')}: not this cluster's" in down
     assert "rm -r /log/nofile" in down and f"kept PersistentVolumeClaim {ns}/{rules.claim_name('data')}" in down
+
+
+def test_user_add_again_keeps_no_fence_object_its_flags_no_longer_ask_for(two_users, api_client):
+    """`--metrics-from` makes the metrics NetworkPolicy; `user add` again without it removes
+    it and says so, rather than leaving it outside any release (it is kept on uninstall)."""
+    user = two_users[1]
+    ns = rules.user_namespace(user)
+    net = client.NetworkingV1Api(api_client)
+
+    def policies() -> set[str]:
+        return {p.metadata.name for p in net.list_namespaced_network_policy(ns).items}
+    tfhelm("user", "add", user, "--metrics-from", "monitoring")
+    metrics = net.read_namespaced_network_policy(f"{rules.RELEASE}-metrics", ns)
+    assert metrics.spec.ingress[0]._from[0].namespace_selector.match_labels == {"kubernetes.io/metadata.name": "monitoring"}
+    again = tfhelm("user", "add", user)
+    assert f"deleted NetworkPolicy {rules.RELEASE}-metrics from {ns}" in " ".join(again.stderr.split())
+    assert f"{rules.RELEASE}-metrics" not in policies() and f"{rules.RELEASE}-same-namespace" in policies()
+
+
+def test_gpus_are_granted_per_workspace_and_refused_before_anything_is_made(two_users, core):
+    user = two_users[1]
+    ns = rules.user_namespace(user)
+    refused = tfhelm("up", "--user", user, "--name", "gpu", "--workers", "1", "--ps", "0", "--gpus", "1", code=5)
+    assert "exceeded quota" in refused.stderr and "requests.nvidia.com/gpu" in refused.stderr, refused.stderr
+    assert not core.list_namespaced_pod(ns, label_selector="tfhelm.io/cluster=gpu").items
+    tfhelm("user", "add", user, "--quota-gpus", "2")
+    try:
+        tfhelm("up", "--user", user, "--name", "gpu", "--workers", "1", "--ps", "0", "--gpus", "1")
+        tfhelm("down", "gpu", "-n", ns)
+    finally:
+        tfhelm("user", "add", user)

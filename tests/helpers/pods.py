@@ -11,9 +11,10 @@ import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
-from tfhelm import launcher
+from tfhelm.pod import tfconfig
 from tfhelm.cluster import localrun, spec
 from tfhelm.cluster.manifests import by_kind
+from tfhelm.contract import ROLE_LABEL
 
 COMPLETION_INDEX_FIELD = "metadata.annotations['batch.kubernetes.io/job-completion-index']"
 CONFIG_MOUNT = "/etc/tfhelm"
@@ -52,7 +53,7 @@ def compose_tf_config(env: dict[str, str], mount: Path) -> dict:
     spec_file = env.get("TFHELM_CLUSTER_SPEC_FILE", "")
     if spec_file.startswith(CONFIG_MOUNT + "/"):
         env = {**env, "TFHELM_CLUSTER_SPEC_FILE": str(mount / spec_file[len(CONFIG_MOUNT) + 1:])}
-    return launcher.resolve_tf_config(dict(env))
+    return tfconfig.resolve_tf_config(dict(env))
 
 
 def mount_config(data: dict[str, str], directory: Path) -> Path:
@@ -63,15 +64,19 @@ def mount_config(data: dict[str, str], directory: Path) -> Path:
     return directory
 
 
+def task_workloads(manifests: list[dict]) -> list[dict]:
+    """The Jobs and Deployments whose pods are TF tasks (not the reaper)."""
+    return [m for m in manifests if m.get("kind") in ("Job", "Deployment")
+            and m["metadata"]["labels"].get(ROLE_LABEL) in spec.ROLES]
+
+
 def task_tf_configs(manifests: list[dict]) -> dict[tuple[str, int], dict]:
     """Every task's TF_CONFIG, as its pod gets it: the real launcher composes it from the
     pod's environment and its mounted config ConfigMap (written to a directory here)."""
     configmaps = {m["metadata"]["name"]: m["data"] for m in by_kind(manifests, "ConfigMap")}
     result: dict[tuple[str, int], dict] = {}
     with tempfile.TemporaryDirectory() as tmp:
-        for obj in manifests:
-            if obj.get("kind") not in ("Job", "Deployment"):
-                continue
+        for obj in task_workloads(manifests):
             name = config_volume(obj["spec"]["template"]["spec"])
             mount = Path(tmp, name)
             if not mount.exists():
@@ -95,9 +100,7 @@ def plan_from_manifests(manifests: list[dict], ports: Iterable[int] | None = Non
     configs = task_tf_configs(manifests)
     modes: dict[str, str] = {}
     script_args: list[str] = []
-    for obj in manifests:
-        if obj.get("kind") not in ("Job", "Deployment"):
-            continue
+    for obj in task_workloads(manifests):
         container = obj["spec"]["template"]["spec"]["containers"][0]
         env = {e["name"]: e.get("value") for e in container.get("env", [])}
         args = list(container.get("args") or [])

@@ -62,6 +62,11 @@ def nodes(request, kubeconfig, core, external_cluster) -> Nodes | None:
     """The user node and two training nodes; say so plainly if the cluster lacks them."""
     if not any(HERE in Path(i.path).parents for i in request.session.items):
         return None
+    return find_nodes(core, external_cluster)
+
+
+def find_nodes(core, external_cluster: bool) -> Nodes:
+    """The local cluster's (or TFHELM_TEST_KUBECONFIG's) user node and two training nodes."""
     if not external_cluster and len(localcluster.real_nodes()) < localnode.MAX_NODES:
         pytest.fail(f"the realpods tier needs the local cluster's {localnode.MAX_NODES} real nodes "
                     f"(it runs {len(localcluster.real_nodes())}; `tfhelm cluster up --real-nodes 3`)",
@@ -98,7 +103,9 @@ def namespace(request, core):
     wait_for(lambda: _exists(lambda: core.read_namespaced_service_account("default", name)), 30,
              what=f"serviceaccount {name}/default")
     yield name
-    subprocess.run(["helm", "uninstall", "--all", "-n", name, "--wait=false"], capture_output=True)
+    releases = subprocess.run(["helm", "list", "-aq", "-n", name], capture_output=True, text=True).stdout.split()
+    if releases:  # its Jobs go first: nothing waits on the namespace controller's pass
+        subprocess.run(["helm", "uninstall", *releases, "-n", name, "--wait=false"], capture_output=True)
     try:
         core.delete_namespace(name)
     except ApiException as e:
@@ -114,6 +121,11 @@ def _exists(read) -> bool:
         if e.status == 404:
             return False
         raise
+
+
+# The TF tasks' pods of a cluster (with its `tfhelm.io/cluster=NAME`): not the in-cluster
+# reaper's, which every cluster has.
+TASKS = "tfhelm.io/role in (chief,worker,ps,evaluator)"
 
 
 def volume_dir(core, namespace: str, claim: str) -> Path:

@@ -9,20 +9,20 @@ from __future__ import annotations
 
 import re
 import time
-from importlib.metadata import version
 
 from kubernetes import client, watch
 
 from tests.cluster.conftest import job_of
 from tests.helpers.wheels import make_wheel
 
-from .conftest import pod_logs, run, volume_dir, wait_for
+from .conftest import TASKS, pod_logs, run, volume_dir, wait_for
 
 SMALL = ["--set", "storage.data.size=64Mi", "--set", "storage.logs.size=64Mi"]
 
 
 def cluster_pods(core, ns: str, cluster: str, extra: str = "") -> list:
-    return core.list_namespaced_pod(ns, label_selector=f"tfhelm.io/cluster={cluster}{extra}").items
+    """The TF tasks' pods (not the in-cluster reaper's, which every cluster has)."""
+    return core.list_namespaced_pod(ns, label_selector=f"tfhelm.io/cluster={cluster},{TASKS}{extra}").items
 
 
 def one_attempt_each(core, ns: str, cluster: str) -> bool:
@@ -51,7 +51,7 @@ def test_an_error_fails_at_once_with_its_line_and_extra_packages_fix_it(namespac
     # The package from a wheel directory on the run's data volume: installed once, for both.
     make_wheel(volume_dir(core, namespace, "pr-data") / "wheels", "tfhelm_probe", "1.0", "ANSWER = 42\n")
     run(*up, "--replace", "--pip", "tfhelm_probe==1.0", "--pip-find-links", "/data/wheels")
-    logs = pod_logs(core, namespace, "tfhelm.io/cluster=pr")
+    logs = pod_logs(core, namespace, "tfhelm.io/cluster=pr,tfhelm.io/role=worker")
     ran = {pod: text for pod, text in logs.items() if "the answer is 42" in text}
     assert len(ran) == 2, logs
     assert sum("installing tfhelm_probe==1.0" in text for text in ran.values()) == 1, ran
@@ -65,11 +65,11 @@ def test_an_error_fails_at_once_with_its_line_and_extra_packages_fix_it(namespac
 
 
 def test_keras_2_on_an_image_without_tf_keras_is_one_line_and_no_retry(namespace, core, tmp_path):
-    """The tfhelm image has Python but neither TensorFlow nor tf-keras."""
+    """A plain Python image: neither TensorFlow nor tf-keras."""
     script = tmp_path / "k2.py"
     script.write_text("print('never')\n")
     out = run("tfhelm", "up", "--name", "k2", "-n", namespace, "--workers", "1", "--ps", "0", "--keras", "2",
-              "--image", f"tfhelm/tfhelm:{version('tfhelm')}", "--script", str(script), *SMALL, "--wait",
+              "--image", "python:3.11-slim", "--script", str(script), *SMALL, "--wait",
               "--timeout", "600", code=1)
     assert ("error of worker:0: Keras 2 is asked for (TF_USE_LEGACY_KERAS=1, e.g. chart value keras: \"2\") "
             "but this image has no tf-keras") in out.stderr, out.stderr

@@ -24,15 +24,6 @@ RESTRICTED = client.V1SecurityContext(
     run_as_non_root=True, run_as_user=1000, allow_privilege_escalation=False,
     capabilities=client.V1Capabilities(drop=["ALL"]),
     seccomp_profile=client.V1SeccompProfile(type="RuntimeDefault"))
-# How long a PS waits on a node that stopped answering before it is evicted (and its
-# Deployment replaces it elsewhere); Kubernetes' default is 300 s.
-PS_NODE_LOSS_SECONDS = 20
-NODE_LOSS_TOLERATIONS = [{"key": f"node.kubernetes.io/{t}", "operator": "Exists", "effect": "NoExecute",
-                          "tolerationSeconds": PS_NODE_LOSS_SECONDS} for t in ("unreachable", "not-ready")]
-# gRPC keepalive: a peer that stopped answering (no reset, as a hung or powered-off machine)
-# fails the call within 20 s, instead of when TCP gives up (about 15 minutes).
-KEEPALIVE = [{"name": "TF_GRPC_DEFAULT_OPTIONS",
-              "value": "grpc.keepalive_time_ms=10000,grpc.keepalive_timeout_ms=10000"}]
 
 
 def pod(name: str, node: str, tolerate_user_node: bool) -> client.V1Pod:
@@ -85,10 +76,10 @@ def test_a_training_survives_losing_the_node_of_its_parameter_server(namespace, 
     """Between-graph, 2 workers on one training node and the PS on the other. That node is
     lost mid-training (its cable cut, kubelet, containerd and pods frozen, as a machine that
     hangs): it goes NotReady 40 s after its last heartbeat (the controller-manager's grace
-    period), the PS is evicted PS_NODE_LOSS_SECONDS later and its Deployment starts a new
-    one on the other training node; the workers' calls to the silent PS fail within the gRPC
-    keepalive (20 s), they reconnect, the chief restores the last checkpoint into the new PS
-    and the training completes. The node then comes back, rejoins, and its kubelet removes
+    period), the PS is evicted 10 s later (the chart's `nodeFailure.unreachableSeconds`) and
+    its Deployment starts a new one on the other training node; the workers' calls to the
+    silent PS fail within the chart's gRPC keepalive (20 s), they reconnect, the chief
+    restores the last checkpoint into the new PS and the training completes. The node then comes back, rejoins, and its kubelet removes
     what was left of the old PS."""
     if external_cluster:
         pytest.skip("loses a node of the local cluster")
@@ -100,8 +91,6 @@ def test_a_training_survives_losing_the_node_of_its_parameter_server(namespace, 
     run("tfhelm", "up", "--name", "nl", "-n", namespace, "--workers", "2", "--ps", "1",
         "--script", "examples/ps_between_graph.py", *SMALL, "--set", "worker.backoffLimitPerIndex=3",
         *nodes.pin("worker", keep), "--set-json", f"ps.affinity={json.dumps(prefer)}",
-        "--set-json", f"ps.tolerations={json.dumps(NODE_LOSS_TOLERATIONS)}",
-        "--set-json", f"worker.env={json.dumps(KEEPALIVE)}",
         "--", "--steps", "1000", "--checkpoint-every", "100")
     logs_dir = volume_dir(core, namespace, "nl-logs") / "nl"
     wait_for(lambda: [e for e in events(metrics(logs_dir, "worker-0"), "checkpoint") if e["step"] >= 100],

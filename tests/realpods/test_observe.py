@@ -22,6 +22,7 @@ from tests.cluster.test_localcluster import job_condition
 from tests.unit.test_launcher_metrics import parse_text
 from tfhelm.chart import chart_path
 from tfhelm.cluster.manifests import by_kind, render
+from tfhelm_dev import localnet
 
 PROMETHEUS = Path(__file__).resolve().parents[2] / "bin" / "prometheus"
 
@@ -191,7 +192,9 @@ def test_prometheus_discovers_and_scrapes_a_real_training(namespace, core, api_c
                             env=os.environ)
     try:
         # The chart's own objects (CRDs absent here: Prometheus reads the PodMonitor's selection above).
+        # The cluster's fence admits this Prometheus, on the host, to the metrics ports only.
         install = {k: v for k, v in values.items() if k != "monitoring"}
+        install["networkPolicy"] = {"metricsFrom": [{"ipBlock": {"cidr": f"{localnet.HOST_IP}/32"}}]}
         run("helm", "install", "ob", str(chart_path()), "-n", namespace, "-f", "-",
             *nodes.pin("worker", nodes.training[0]), *nodes.pin("ps", nodes.training[1]), stdin=yaml.safe_dump(install))
         at = f'namespace="{namespace}", cluster="ob"'

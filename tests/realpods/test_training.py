@@ -1,7 +1,7 @@
 """The chart's own pods train for real on the local cluster's training nodes: TensorFlow in
 containers, TF_CONFIG through cluster DNS, gRPC between PS and workers pinned to different
-nodes, checkpoints on the volumes, resumes after killed pods, and the reaper (the tfhelm
-image) removing the parameter servers."""
+nodes, checkpoints on the volumes, resumes after killed pods, and the in-cluster reaper (in
+the tasks' image) removing the parameter servers."""
 
 from __future__ import annotations
 
@@ -16,14 +16,16 @@ from tests.tf.helpers import events, latest_checkpoint_step, metrics
 from tests.cluster.conftest import job_of
 from tests.cluster.test_localcluster import job_condition
 
-from .conftest import pod_logs, run, volume_dir, wait_for
+from .conftest import TASKS, pod_logs, run, volume_dir, wait_for
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 SMALL = ["--set", "storage.data.size=64Mi", "--set", "storage.logs.size=64Mi"]
 
 
 def cluster_pods(core, ns: str, name: str) -> list:
-    return core.list_namespaced_pod(ns, label_selector=f"tfhelm.io/cluster={name}").items
+    """The TF tasks' pods (not the in-cluster reaper's)."""
+    return core.list_namespaced_pod(
+        ns, label_selector=f"tfhelm.io/cluster={name},{TASKS}").items
 
 
 def placement(core, ns: str, name: str) -> dict[str, set[str]]:
@@ -38,7 +40,7 @@ def test_plain_helm_install_trains_between_graph_and_the_in_cluster_reaper_remov
         namespace, core, api_client, nodes):
     """`helm install` alone (the chart is complete): 2 workers and 1 PS train the
     between-graph example, the PS on one training node and the workers on the other; the
-    reaper Deployment (image tfhelm/tfhelm) uninstalls nothing but the PS once the workers'
+    reaper Deployment (in the tasks' image) removes nothing but the PS once the workers'
     Job completed."""
     batch, apps = client.BatchV1Api(api_client), client.AppsV1Api(api_client)
     script = (EXAMPLES / "ps_between_graph.py").read_text()
@@ -64,7 +66,7 @@ def test_plain_helm_install_trains_between_graph_and_the_in_cluster_reaper_remov
     logs_dir = volume_dir(core, namespace, "bg-logs") / "bg"
     assert latest_checkpoint_step(logs_dir / "checkpoints") >= 60
     assert events(metrics(logs_dir, "worker-0"), "done")
-    # The reaper, running the tfhelm image in the cluster, removed the PS and only them.
+    # The reaper, running in the cluster, removed the PS and only them.
     wait_for(lambda: not apps.list_namespaced_deployment(
         namespace, label_selector="app.kubernetes.io/component=ps").items, 180, interval=1,
         what="the reaper to remove the PS Deployment")

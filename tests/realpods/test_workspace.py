@@ -24,7 +24,7 @@ from tests.helpers.wheels import make_wheel
 
 from tests.tf.helpers import events, latest_checkpoint_step, metrics
 
-from .conftest import login_token, pod_logs, probe, run, volume_dir, wait_for
+from .conftest import TASKS, login_token, pod_logs, probe, run, volume_dir, wait_for
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -113,7 +113,7 @@ def test_workspace_notebook_files_and_tensorboard(two_users, core, api_client, t
     logs = pod_logs(core, ns, "tfhelm.io/cluster=run1,app.kubernetes.io/component=worker")
     assert batch.read_namespaced_job(workers, ns).status.succeeded == 2, logs
     assert all("tfhelm_example.py" in text and f"sha256 {sha}" in text for text in logs.values()), logs
-    trained = core.list_namespaced_pod(ns, label_selector="tfhelm.io/cluster=run1").items
+    trained = core.list_namespaced_pod(ns, label_selector=f"tfhelm.io/cluster=run1,{TASKS}").items
     assert {p.spec.node_name for p in trained} <= set(nodes.training)  # fetched across nodes
 
     # Jupyter users type `python` and `pip`; a run's extra package comes from a wheel directory
@@ -166,7 +166,7 @@ def test_the_notebook_on_the_user_node_drives_an_in_graph_cluster_on_the_trainin
         *nodes.pin("ps", ps_node), *nodes.pin("worker", worker_node))
 
     def serving():  # the servers never finish: wait for them to be up, not for a training
-        pods = core.list_namespaced_pod(ns, label_selector="tfhelm.io/cluster=nb").items
+        pods = core.list_namespaced_pod(ns, label_selector=f"tfhelm.io/cluster=nb,{TASKS}").items
         return len(pods) == 3 and all(any(c.type == "Ready" and c.status == "True" for c in p.status.conditions or [])
                                       for p in pods) and pods
     servers = wait_for(serving, 300, interval=1, what="nb's worker and PS servers")

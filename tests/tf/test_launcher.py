@@ -11,10 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from tfhelm import launcher
 from tfhelm.cluster import spec
-
-LAUNCHER = Path(launcher.__file__)
+from tfhelm.cluster.localrun import LAUNCHER  # the chart's copy, with its modules beside it
+from tfhelm.pod import events, keras, packages, supervise, tfconfig
 
 
 def cluster(workers=2, ps=1, chief=False, evaluator=False):
@@ -24,7 +23,7 @@ def cluster(workers=2, ps=1, chief=False, evaluator=False):
 def test_inline_tf_config_wins():
     config = spec.tf_config(cluster(), "worker", 1)
     env = {"TF_CONFIG": json.dumps(config), "TFHELM_TASK_TYPE": "ps", "TFHELM_TASK_INDEX": "0"}
-    assert launcher.resolve_tf_config(env) == config
+    assert tfconfig.resolve_tf_config(env) == config
 
 
 def compact(workers=2, ps=1, chief=False):
@@ -38,7 +37,7 @@ def test_composes_tf_config_from_the_spec_file(tmp_path, form):
     (tmp_path / "cluster-spec.json").write_text(spec.dumps(compact() if form == "compact" else c))
     env = {"TFHELM_CLUSTER_SPEC_FILE": str(tmp_path / "cluster-spec.json"),
            "TFHELM_TASK_TYPE": "worker", "TFHELM_TASK_INDEX": "1"}
-    config = launcher.resolve_tf_config(env)
+    config = tfconfig.resolve_tf_config(env)
     assert config == spec.tf_config(c, "worker", 1)
     assert config["cluster"]["worker"] == ["demo-worker-0a1b2c-0.demo-worker.team-a.svc:2222",
                                            "demo-worker-0a1b2c-1.demo-worker.team-a.svc:2222"]
@@ -50,8 +49,8 @@ def test_composes_tf_config_from_the_spec_file(tmp_path, form):
                                    {"count": 2, "host": "h:1"}, {"count": "2", "host": "h-{index}:1"},
                                    {"count": 2, "host": "h-{index}-{index}:1"}, "h:1"])
 def test_a_bad_spec_entry_is_named(entry):
-    with pytest.raises(launcher.LaunchError, match="cluster spec role 'worker': expected a list"):
-        launcher.expand_cluster({"worker": entry})
+    with pytest.raises(tfconfig.LaunchError, match="cluster spec role 'worker': expected a list"):
+        tfconfig.expand_cluster({"worker": entry})
 
 
 @pytest.mark.parametrize("env, message", [
@@ -67,22 +66,22 @@ def test_a_bad_spec_entry_is_named(entry):
       "TFHELM_TASK_INDEX": "0"}, "cannot read the cluster spec"),
 ])
 def test_bad_environments_are_named(env, message):
-    with pytest.raises(launcher.LaunchError, match=message):
-        launcher.resolve_tf_config(dict(env))
+    with pytest.raises(tfconfig.LaunchError, match=message):
+        tfconfig.resolve_tf_config(dict(env))
 
 
 def test_evaluator_may_stand_outside_the_training_cluster():
     config = {"cluster": cluster(), "task": {"type": "evaluator", "index": 0}}
-    assert launcher.resolve_tf_config({"TF_CONFIG": json.dumps(config)}) == config
+    assert tfconfig.resolve_tf_config({"TF_CONFIG": json.dumps(config)}) == config
 
 
 def test_training_cluster_drops_the_evaluator():
     c = cluster(chief=True, evaluator=True)
-    assert set(launcher.training_cluster(c)) == {"chief", "worker", "ps"}
+    assert set(tfconfig.training_cluster(c)) == {"chief", "worker", "ps"}
 
 
 def run_launcher(args, env, cwd=None, module=False):
-    cmd = [sys.executable, "-m", "tfhelm.launcher"] if module else [sys.executable, str(LAUNCHER)]
+    cmd = [sys.executable, "-m", "tfhelm.pod.launcher"] if module else [sys.executable, str(LAUNCHER)]
     return subprocess.run([*cmd, *args], env=env, cwd=cwd, capture_output=True, text=True,
                           timeout=60)
 
@@ -126,7 +125,7 @@ def test_exec_mode_gives_the_users_command_tf_config_and_its_arguments(tmp_path)
     done = run_launcher(["exec", "--", "python3", "-c", probe, "a b", "--x"], env)
     assert done.returncode == 0, done.stderr
     tf_config, args = json.loads(done.stdout)
-    assert tf_config == spec.dumps(spec.tf_config(launcher.expand_cluster(compact()), "worker", 1))
+    assert tf_config == spec.dumps(spec.tf_config(tfconfig.expand_cluster(compact()), "worker", 1))
     assert args == ["a b", "--x"]
     status = run_launcher(["exec", "sh", "-c", "exit 5"], env)  # `--` is optional
     assert status.returncode == 5
@@ -152,20 +151,25 @@ def test_tfconfig_mode_prints_the_tasks_tf_config(tmp_path):
     """`kubectl exec POD -- python3 /etc/tfhelm/launcher.py tfconfig`."""
     done = run_launcher(["tfconfig"], spec_env(tmp_path, task="ps", index="0"))
     assert done.returncode == 0, done.stderr
-    assert done.stdout == spec.dumps(spec.tf_config(launcher.expand_cluster(compact()), "ps", 0)) + "\n"
+    assert done.stdout == spec.dumps(spec.tf_config(tfconfig.expand_cluster(compact()), "ps", 0)) + "\n"
 
 
-def test_launcher_imports_only_the_standard_library():
-    """Stock TensorFlow images have no tfhelm and no third-party extras beyond TF."""
+def test_launcher_imports_only_the_standard_library(tmp_path):
+    """Stock TensorFlow images have no tfhelm and no third-party extras beyond TF: the chart's
+    copy runs with -I (no site-packages, no tfhelm) on its own modules and the standard library."""
     code = ("import sys, runpy; before = set(sys.modules); "
-            f"runpy.run_path({str(LAUNCHER)!r}, run_name='not_main'); "
+            f"sys.argv = [{str(LAUNCHER)!r}, 'tfconfig']\n"
+            f"try: runpy.run_path({str(LAUNCHER)!r}, run_name='__main__')\n"
+            "except SystemExit as e: assert e.code == 0, e.code\n"
             "new = {m.split('.')[0] for m in set(sys.modules) - before}; "
-            "stdlib = set(sys.stdlib_module_names) | {'_io', 'encodings'}; "
-            "print(sorted(m for m in new if m not in stdlib and not m.startswith('_')))")
+            "stdlib = set(sys.stdlib_module_names) | {'_io', 'encodings', 'tfhelm'}; "
+            "print(sorted(m for m in new if m not in stdlib and not m.startswith('_')), "
+            "sorted(m.__file__ for n, m in sys.modules.items() if n.startswith('tfhelm.') and m.__file__))")
     done = subprocess.run([sys.executable, "-I", "-c", code], capture_output=True, text=True,
-                          timeout=60)
+                          env=spec_env(tmp_path), timeout=60)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "[]"
+    outside, files = done.stdout.strip().splitlines()[-1].split("] ", 1)
+    assert outside == "[" and str(LAUNCHER.parent) in files and "site-packages" not in files
 
 
 @pytest.mark.parametrize("exit_stmt, code, stderr", [
@@ -234,6 +238,50 @@ def test_as_pid_1_sigterm_stops_a_task_that_installs_no_handler(tmp_path, mode):
     assert "tfhelm-launcher: SIGTERM: stopping the task" in proc.stderr.read()
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="a new PID namespace needs root (as the real node does)")
+@pytest.mark.parametrize("mode", ["script", "exec"])
+def test_sigterm_lets_a_script_that_imports_tfhelm_preemption_save_and_leave_143(tmp_path, mode):
+    """The helper the chart ships beside the launcher is importable by the script (and by a
+    role's own Python command): SIGTERM, passed on by PID 1, only takes note; the script
+    finishes its step, saves, and leaves as SIGTERM would have (143: stopped, not done)."""
+    script, saved = tmp_path / "train.py", tmp_path / "saved"
+    script.write_text(
+        "import time, tfhelm_preemption as preemption\n"
+        "print('ready', flush=True)\n"
+        "step = 0\n"
+        "while not preemption.requested():\n"
+        "    step += 1\n"
+        "    time.sleep(0.01)\n"
+        f"open({str(saved)!r}, 'w').write(str(step))\n"
+        "preemption.leave()\n")
+    args = ["script", str(script)] if mode == "script" else ["exec", "--", sys.executable, str(script)]
+    proc, pid = launch_as_pid_1(args, spec_env(tmp_path))
+    os.kill(pid, signal.SIGTERM)
+    assert proc.wait(timeout=60) == 128 + signal.SIGTERM
+    assert int(saved.read_text()) > 0
+    assert "tfhelm_preemption: SIGTERM: saving at the next step" in proc.stderr.read()
+
+
+def test_a_task_whose_index_another_pod_took_over_stops_at_once(tmp_path):
+    """The fence (tfhelm/pod/fence.py): a task claims its index on the shared logs volume; when
+    another pod's claim replaces it (this pod was replaced while its node was away), the
+    launcher kills the script and leaves, whatever the script was doing."""
+    script = tmp_path / "train.py"
+    script.write_text("import time\nprint('ready', flush=True)\ntime.sleep(600)\n")
+    env = {**spec_env(tmp_path), "TFHELM_POD_UID": "uid-old", "TFHELM_LOG_DIR": str(tmp_path / "log"),
+           "TFHELM_TERMINATION_LOG": str(tmp_path / "termination-log")}
+    proc = subprocess.Popen([sys.executable, str(LAUNCHER), "script", str(script)], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout.readline() == "ready\n"
+    claim = tmp_path / "log" / ".tfhelm" / "tasks" / "worker-1"
+    assert claim.read_text() == "uid-old\n"
+    (tmp_path / "new").write_text("uid-new\n")
+    os.replace(tmp_path / "new", claim)  # the replacement starts: its launcher claims the task
+    assert proc.wait(timeout=60) == 75  # the timeout is a safety net only
+    assert "pod uid-new runs this task now" in proc.stderr.read()
+    assert (tmp_path / "termination-log").read_text() == "replaced by pod uid-new\n"
+
+
 def failing(tmp_path, body: str, **env):
     """Run a script that fails; returns (exit code, stderr, termination message)."""
     script, message = tmp_path / "s.py", tmp_path / "termination-log"
@@ -258,7 +306,7 @@ def test_a_tensorflow_error_a_restart_can_cure_exits_75_to_be_retried(tmp_path):
             '  File \\"t.py\\", line 3\\n\\nCollective ops is aborted by: Socket closed\\n'
             '\\t [[{{node X}}]]")\n')
     code, stderr, message = failing(tmp_path, body)
-    assert code == launcher.EXIT_RETRY == 75
+    assert code == supervise.EXIT_RETRY == 75
     assert message == ("UnavailableError: Graph execution error: Collective ops is aborted by: "
                        "Socket closed (retried)\n")
     assert "UnavailableError is retried" in stderr
@@ -281,14 +329,14 @@ def test_a_plain_exit_status_leaves_the_reason_to_the_log(tmp_path):
 
 
 def test_keras_2_without_tf_keras_is_one_line_before_the_script_starts(tmp_path, monkeypatch):
-    real = launcher.importlib.util.find_spec
-    monkeypatch.setattr(launcher.importlib.util, "find_spec",
+    real = keras.importlib.util.find_spec
+    monkeypatch.setattr(keras.importlib.util, "find_spec",
                         lambda name, *a: None if name == "tf_keras" else real(name, *a))
-    with pytest.raises(launcher.LaunchError, match=r"Keras 2 is asked for \(TF_USE_LEGACY_KERAS=1.*"
+    with pytest.raises(tfconfig.LaunchError, match=r"Keras 2 is asked for \(TF_USE_LEGACY_KERAS=1.*"
                        r"this image has no tf-keras: use an image with tf-keras==2\.21\.\*"):
-        launcher.check_keras({"TF_USE_LEGACY_KERAS": "1"})
-    launcher.check_keras({"TF_USE_LEGACY_KERAS": "0"})  # Keras 3
-    launcher.check_keras({})  # the script decides
+        keras.check_keras({"TF_USE_LEGACY_KERAS": "1"})
+    keras.check_keras({"TF_USE_LEGACY_KERAS": "0"})  # Keras 3
+    keras.check_keras({})  # the script decides
 
 
 def test_a_launch_error_is_the_termination_message_too(tmp_path):
@@ -316,43 +364,84 @@ def system_pip() -> bool:
     return subprocess.run([SYSTEM_PYTHON, "-m", "pip", "--version"], capture_output=True).returncode == 0
 
 
+def install_packages(tmp_path, run: str, pod: str, requirement: str = "tfhelm_probe==1.0"):
+    """One task's install-packages: SHARED on the run's data volume, PRIVATE in its pod."""
+    shared = tmp_path / "data" / ".tfhelm" / "packages" / "0123abcd" / run
+    cmd = [SYSTEM_PYTHON, str(LAUNCHER), "packages", str(shared), str(tmp_path / pod / "packages"), "--no-index",
+           "--find-links", str(tmp_path / "wheels"), "--", requirement]
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PIP_", "VIRTUAL_ENV"))} | {
+        "HOME": str(tmp_path), "TFHELM_TERMINATION_LOG": str(tmp_path / f"{pod}.termination-log")}
+    return shared, subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def run_probe(tmp_path, pod: str):
+    script = tmp_path / "train.py"
+    script.write_text("import tfhelm_probe\nprint(tfhelm_probe.ANSWER)\n")
+    return subprocess.run([SYSTEM_PYTHON, str(LAUNCHER), "script", str(script)],
+                          env={**spec_env(tmp_path), "PYTHONUSERBASE": str(tmp_path / pod / "packages")},
+                          capture_output=True, text=True, timeout=60)
+
+
 @pytest.mark.skipif(not system_pip(), reason="needs a system Python with pip, as the TensorFlow images have")
-def test_packages_are_installed_once_for_every_task_and_found_by_the_script(tmp_path):
+def test_packages_are_installed_once_per_run_and_every_task_uses_a_checked_copy(tmp_path):
     from tests.helpers.wheels import make_wheel
 
     make_wheel(tmp_path / "wheels", "tfhelm_probe", "1.0", "ANSWER = 42\n")
-    target = tmp_path / "data" / ".tfhelm" / "packages" / "0123abcd"
-    install = [SYSTEM_PYTHON, str(LAUNCHER), "packages", str(target), "--no-index",
-               "--find-links", str(tmp_path / "wheels"), "--", "tfhelm_probe==1.0"]
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PIP_", "VIRTUAL_ENV"))} | {"HOME": str(tmp_path)}
     # Two tasks start at once: the lock lets one install; the other finds it done.
-    tasks = [subprocess.Popen(install, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for _ in range(2)]
-    logs = [t.communicate(timeout=300)[1] for t in tasks]
-    assert [t.returncode for t in tasks] == [0, 0], logs
+    started = [install_packages(tmp_path, "run-1", pod) for pod in ("pod-a", "pod-b")]
+    logs = [t.communicate(timeout=300)[1] for _, t in started]
+    assert [t.returncode for _, t in started] == [0, 0], logs
     assert sum("installing tfhelm_probe==1.0" in log for log in logs) == 1, logs
     assert sum("packages already installed" in log for log in logs) == 1, logs
-    script = tmp_path / "train.py"
-    script.write_text("import tfhelm_probe\nprint(tfhelm_probe.ANSWER)\n")
-    done = subprocess.run([SYSTEM_PYTHON, str(LAUNCHER), "script", str(script)],
-                          env={**spec_env(tmp_path), "PYTHONUSERBASE": str(target)},
-                          capture_output=True, text=True, timeout=60)
-    assert (done.returncode, done.stdout) == (0, "42\n"), done.stderr
+    assert all("files checked and copied into" in log for log in logs), logs
+    for pod in ("pod-a", "pod-b"):  # each task imports its own copy
+        done = run_probe(tmp_path, pod)
+        assert (done.returncode, done.stdout) == (0, "42\n"), done.stderr
+    # A later run installs afresh, and the earlier run's install goes.
+    later, task = install_packages(tmp_path, "run-2", "pod-c")
+    assert task.wait(300) == 0 and "installing tfhelm_probe==1.0" in task.stderr.read()
+    assert later.is_dir() and not (later.parent / "run-1").exists()
+
+
+@pytest.mark.skipif(not system_pip(), reason="needs a system Python with pip, as the TensorFlow images have")
+@pytest.mark.parametrize("poison", ["changed", "added", "removed"])
+def test_what_else_writes_the_data_volume_cannot_change_what_a_run_imports(tmp_path, poison):
+    """Anything that can write the data volume (any pod mounting it, a package a script
+    installed) changes the shared install after pip wrote it: the next task's check refuses
+    it, in one line, and nothing of it reaches the task's copy."""
+    from tests.helpers.wheels import make_wheel
+
+    make_wheel(tmp_path / "wheels", "tfhelm_probe", "1.0", "ANSWER = 42\n")
+    shared, first = install_packages(tmp_path, "run-1", "pod-a")
+    assert first.wait(300) == 0, first.stderr.read()
+    module = next(p for p in shared.rglob("*.py") if "tfhelm_probe" in str(p.relative_to(shared)))
+    if poison == "changed":
+        module.write_text("ANSWER = 'poisoned'\n")
+    elif poison == "added":
+        (module.parent / "sitecustomize.py").write_text("print('poisoned')\n")
+    else:
+        module.unlink()
+    _, second = install_packages(tmp_path, "run-1", "pod-b")
+    assert second.wait(300) == 1
+    reason = (tmp_path / "pod-b.termination-log").read_text()
+    assert reason.startswith(f"the installed packages in {shared} were changed after pip wrote them: "), reason
+    assert {"changed": "differs", "added": "was added", "removed": "is gone"}[poison] in reason
+    assert "poisoned" not in run_probe(tmp_path, "pod-b").stdout
 
 
 @pytest.mark.skipif(not system_pip(), reason="needs a system Python with pip, as the TensorFlow images have")
 def test_a_package_that_cannot_be_installed_is_the_tasks_one_line_reason(tmp_path):
-    target = tmp_path / "packages" / "0123abcd"
+    target = tmp_path / "packages" / "0123abcd" / "run-1"
     (tmp_path / "wheels").mkdir()
     env = {**os.environ, "HOME": str(tmp_path), "TFHELM_TERMINATION_LOG": str(tmp_path / "termination-log")}
-    done = subprocess.run([SYSTEM_PYTHON, str(LAUNCHER), "packages", str(target), "--no-index",
+    done = subprocess.run([SYSTEM_PYTHON, str(LAUNCHER), "packages", str(target), str(tmp_path / "private"), "--no-index",
                            "--find-links", str(tmp_path / "wheels"), "--", "nosuchpackage==9.9"],
                           env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 1  # not in failurePolicy.retryExitCodes: the task fails at once
     assert (tmp_path / "termination-log").read_text() == (
         "pip could not install nosuchpackage==9.9: ERROR: Could not find a version that satisfies the "
         "requirement nosuchpackage==9.9 (from versions: none)\n")
-    assert not (target / launcher.PACKAGES_MARKER).exists()  # the next attempt would try again
+    assert not (target / packages.PACKAGES_MARKER).exists()  # the next attempt would try again
 
 
 @pytest.mark.needs_tf
@@ -385,7 +474,7 @@ print(HAVE_TB)
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
     assert result.returncode == 0, result.stderr
-    p = launcher.Progress(str(tmp_path))
+    p = events.Progress(str(tmp_path))
     p.update()
     assert p.runs["train"]["step"] == 5
     expected = {"loss": pytest.approx(0.2), "steps_per_sec": 2.5}

@@ -10,6 +10,7 @@ import os
 import signal
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -73,21 +74,22 @@ def test_free_ports_are_distinct():
 
 FAKE_LAUNCHER = '''
 import os, signal, sys, time
-sys.path.insert(0, {tfhelm!r})
-import launcher  # the real one, as a standalone file
+sys.path.insert(0, {repo!r})
+from tfhelm.pod import launcher, serve as served  # the real one, its server mode replaced
+from tfhelm.pod.tfconfig import task_label
 
 def serve(config):
-    if os.environ.get("FAKE_SERVER_FAILS") == launcher.task_label(config):
+    if os.environ.get("FAKE_SERVER_FAILS") == task_label(config):
         print("server failing", flush=True)
         return 1
     stop = []
     signal.signal(signal.SIGTERM, lambda *a: stop.append(1))
-    print("serving", launcher.task_label(config), flush=True)
+    print("serving", task_label(config), flush=True)
     while not stop:
         time.sleep(0.02)
     os._exit(128 + signal.SIGTERM)  # as the real launcher does
 
-launcher.serve = serve
+served.serve = serve
 sys.exit(launcher.main())
 '''
 
@@ -107,7 +109,7 @@ sys.exit(what)
 @pytest.fixture
 def fake(tmp_path):
     launcher = tmp_path / "fake_launcher.py"
-    launcher.write_text(FAKE_LAUNCHER.format(tfhelm=str(localrun.LAUNCHER.parent)))
+    launcher.write_text(FAKE_LAUNCHER.format(repo=str(Path(__file__).resolve().parents[2])))
     script = tmp_path / "behave.py"
     script.write_text(BEHAVE)
     return launcher, script

@@ -21,9 +21,10 @@ import pytest
 import yaml
 
 from tests.unit.test_reaper import FakeClient, job
-from tfhelm import launcher, reaper
+from tfhelm import reaper
+from tfhelm.cluster.localrun import LAUNCHER
 from tfhelm.cluster.manifests import by_kind, render
-from tfhelm.reaper import ReapConfig
+from tfhelm.reaper import default_config
 from tfhelm.reaper.metrics import ReaperMetrics, serve
 
 REPO = Path(__file__).resolve().parents[2]
@@ -92,7 +93,7 @@ def test_prometheus_scrapes_a_real_task_and_evaluates_the_charts_rules(tmp_path,
            "TFHELM_STATE_DIR": str(tmp_path), "DONE": str(done)}
     # The reaper's endpoint, after a reap (of the fake API's cluster).
     metrics = ReaperMetrics()
-    reaper.Reaper(FakeClient(job(state="Complete", succeeded=2)), "team-a", "c", ReapConfig(grace=0),
+    reaper.Reaper(FakeClient(job(state="Complete", succeeded=2)), "team-a", "c", default_config(grace=0),
                   backoff=(0.01, 0.05), log_line=lambda _: None, metrics=metrics).run()
     reaper_server = serve(metrics, reaper_port, lambda _: None)
 
@@ -108,7 +109,7 @@ def test_prometheus_scrapes_a_real_task_and_evaluates_the_charts_rules(tmp_path,
                                                         "labels": {"namespace": "team-a", "pod": "mnist-worker-0a1b2c-0-x"}}]},
             {"job_name": "reaper", "static_configs": [{"targets": [f"127.0.0.1:{reaper_port}"],
                                                          "labels": {"namespace": "team-a", "pod": "mnist-reaper-a-b"}}]}]}))
-    task = subprocess.Popen([sys.executable, str(Path(launcher.__file__)), "script", str(script)], env=env,
+    task = subprocess.Popen([sys.executable, str(LAUNCHER), "script", str(script)], env=env,
                             stderr=subprocess.PIPE, text=True)
     prom = subprocess.Popen([prometheus_bin, "--config.file=prometheus.yml", "--storage.tsdb.path=data",
                              f"--web.listen-address=127.0.0.1:{prom_port}", "--log.level=warn"],
@@ -144,8 +145,7 @@ def test_prometheus_scrapes_a_real_task_and_evaluates_the_charts_rules(tmp_path,
             task.kill()
             prom.terminate()
             prom.wait(timeout=30)
-            reaper_server.shutdown()
-            reaper_server.server_close()
+            reaper_server.close()
     assert task.returncode == 0, task.stderr.read()
 
 

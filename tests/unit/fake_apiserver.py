@@ -58,7 +58,8 @@ class FakeApiServer(client.ApiClient):
             return 201, self.put(path, json.loads(json.dumps(body)))
         if method == "GET" and found is None and _is_collection(path):
             items = [o for p, o in sorted(self.objects.items())
-                     if p.rsplit("/", 1)[0] == path and _selected(o, query.get("labelSelector"))]
+                     if p.rsplit("/", 1)[0] == path and _selected(o, query.get("labelSelector"))
+                     and _fields(o, query.get("fieldSelector"))]
             return 200, {"kind": "List", "metadata": {"resourceVersion": "1"}, "items": items}
         if found is None:
             return 404, _status_body(404, "NotFound")
@@ -71,6 +72,19 @@ class FakeApiServer(client.ApiClient):
             for p in [p for p in self.objects if p == path or p.startswith(path + "/")]:
                 del self.objects[p]  # a namespace goes with everything in it
             return 200, _status_body(200, "Success")
+        if method == "PATCH" and isinstance(body, list):  # a JSON patch: its `test` and `remove`
+            obj = json.loads(json.dumps(found))
+            for op in body:
+                *parents, last = op["path"].strip("/").split("/")
+                node = obj
+                for key in parents:
+                    node = node[int(key)] if isinstance(node, list) else node[key]
+                at = int(last) if isinstance(node, list) else last
+                if op["op"] == "test" and node[at] != op["value"]:
+                    return 422, _status_body(422, "Invalid", "the test failed")
+                if op["op"] == "remove":
+                    del node[at]
+            return 200, self.put(path, obj)
         if method == "PATCH":  # a merge patch
             return 200, self.put(path, _merged(found, body))
         if method == "PUT":
@@ -98,6 +112,18 @@ def _selected(obj: dict, selector: str | None) -> bool:
     for term in filter(None, (selector or "").split(",")):
         key, _, value = term.partition("=")
         if key not in labels or (value and labels[key] != value):
+            return False
+    return True
+
+
+def _fields(obj: dict, selector: str | None) -> bool:
+    """Field selectors (`type=...`, `status.phase=...`, `spec.nodeName!=`)."""
+    for term in filter(None, (selector or "").split(",")):
+        path, op, value = term.partition("!=") if "!=" in term else term.partition("=")
+        node = obj
+        for key in path.split("."):
+            node = node.get(key) if isinstance(node, dict) else None
+        if (str(node or "") == value) != (op == "="):
             return False
     return True
 

@@ -213,3 +213,36 @@ def test_helm_version_is_the_one_the_makefile_builds():
 
     pinned = re.search(r"^HELM_VERSION\s*:=\s*(\S+)", (REPO / "mk/versions.mk").read_text(), re.M).group(1)
     assert HELM_VERSION == pinned
+
+
+def test_a_cluster_whose_jobs_were_deleted_is_named_so_not_serving():
+    """The PS say which roles' Jobs the cluster has (chart annotation): one gone is named."""
+    serving = ps("m", 0)
+    serving.metadata.annotations = {report.JOB_ROLES_ANNOTATION: "chief,worker"}
+    (row,) = report.cluster_rows([job("m", "chief", total=1)], [serving])
+    assert row.training == "Deleted (worker Job)"
+    assert report.gone_jobs([], [serving]) == ["chief", "worker"]
+    data = report.report("team-a", "m", [], [], [serving], [], gone=report.gone_jobs([], [serving]))
+    assert (data["training"], data["goneJobs"]) == ("Deleted", ["chief", "worker"])
+    assert report.cluster_rows([], [ps("older", 0)])[0].training == "Serving"  # a chart without the annotation
+
+
+def test_what_the_cluster_says_reaches_the_terminal_escaped(capsys):
+    """A script's error, a log line, a Lease's holder: anyone's text; the terminal shows it and
+    never acts on it (no title change, no screen clear, no reordering)."""
+    from tfhelm.console import fail_line, printable
+
+    assert printable("a\tb\x1b]0;owned\x07\r\x9b\u202eend\n") == "a\tb\\x1b]0;owned\\x07\\x0d\\x9b\\u202eend\n"
+    hostile = pod("m-worker-0-x", "worker", 0, phase="Failed")
+    hostile["status"]["containerStatuses"] = [{"name": "tensorflow", "state": {"terminated": {
+        "exitCode": 1, "message": "ValueError: \x1b[2J\x1b]0;owned\x07gotcha"}}}]
+    tasks = report.task_rows([hostile])
+    from tfhelm.api.status import Status
+    from tfhelm.commands.status import print_table
+
+    print_table(Status.from_report(report.report("team-a", "m", tasks, [job("m", "worker")], [], [])))
+    fail_line("held by \x1b]0;owned\x07mallory")
+    shown = capsys.readouterr()
+    assert "\x1b]0;owned" not in shown.out + shown.err and "\x1b[2J" not in shown.out
+    assert "ValueError: \\x1b[2J\\x1b]0;owned\\x07gotcha (exit 1)" in shown.out
+    assert "held by \\x1b]0;owned\\x07mallory" in shown.err

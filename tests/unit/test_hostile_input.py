@@ -12,12 +12,12 @@ from kubernetes.client.rest import ApiException
 from typer.testing import CliRunner
 from urllib3.exceptions import MaxRetryError, NewConnectionError
 
-from tfhelm import errors, reaper, valueflags
+from tfhelm import apierrors, errors, reaper, valueflags
 from tfhelm.cluster import spec
 from tfhelm.cluster.values import ClusterOptions, compute_values, script_values, shape_of
 from tfhelm.console import OneLineErrors, cli_errors
 from tfhelm.errors import SpecError
-from tfhelm.reaper import ReapConfig
+from tfhelm.reaper import default_config
 
 from .test_reaper import FakeClient, fast, job
 
@@ -138,18 +138,18 @@ def test_the_exit_code_table_has_one_code_per_kind():
 
 
 def test_a_403_is_one_line_exit_3_naming_the_request():
-    e = errors.user_facing(api_exception(
+    e = apierrors.user_facing(api_exception(
         403, 'pods is forbidden: User "system:serviceaccount:a:b" cannot list resource "pods" in the namespace "a"'))
     assert isinstance(e, errors.Forbidden) and errors.exit_code(e) == 3
     assert "cannot list resource \"pods\"" in str(e) and "\n" not in str(e)
 
 
 def test_other_refusals_are_exit_5_and_unreachable_is_exit_3():
-    assert errors.exit_code(errors.user_facing(api_exception(422, "Invalid value"))) == 5
+    assert errors.exit_code(apierrors.user_facing(api_exception(422, "Invalid value"))) == 5
     quota = api_exception(403, 'pods "m-ps-0" is forbidden: exceeded quota: q, requested: cpu=2')
-    assert errors.exit_code(errors.user_facing(quota)) == 5 and "exceeded quota" in str(errors.user_facing(quota))
+    assert errors.exit_code(apierrors.user_facing(quota)) == 5 and "exceeded quota" in str(apierrors.user_facing(quota))
     down = MaxRetryError(None, "/api", NewConnectionError(None, "Connection refused"))
-    e = errors.user_facing(down)
+    e = apierrors.user_facing(down)
     assert isinstance(e, errors.ClusterUnreachable) and "tfhelm cluster up" in str(e)
 
 
@@ -203,7 +203,7 @@ def forbidden(what: str) -> ApiException:
 def test_the_reaper_stops_on_403_instead_of_retrying_forever():
     fc = FakeClient(job(rv="1"))
     fc.watch_failures = [forbidden("jobs.batch")] * 3
-    r = reaper.Reaper(fc, "ns", "c", ReapConfig(grace=0), **fast())
+    r = reaper.Reaper(fc, "ns", "c", default_config(grace=0), **fast())
     with pytest.raises(errors.Forbidden, match="jobs.batch is forbidden"):
         r.run()
 
@@ -215,7 +215,7 @@ def test_a_403_on_delete_stops_the_reaper_too():
         raise forbidden("deployments.apps")
     fc.delete_ps = delete_ps
     box = {}
-    r = reaper.Reaper(fc, "ns", "c", ReapConfig(grace=0), forever=True, **fast())
+    r = reaper.Reaper(fc, "ns", "c", default_config(grace=0), forever=True, **fast())
     t = threading.Thread(target=lambda: box.setdefault("e", _run(r)), daemon=True)
     t.start()
     t.join(10)

@@ -1,7 +1,10 @@
 """The package's imports go one way (docs/ARCHITECTURE.md): the CLI -> its commands -> the
-domains (workspace and reaper build on cluster, never the reverse) -> the two doors (helm.py,
-kube.py) and the shared modules; no cycle, lazy imports included. And only the doors talk
-to Helm and to the API server."""
+Python API (tfhelm.api, and the package's front door `tfhelm`) -> the domains (workspace and
+reaper build on cluster, never the reverse) -> the two doors (helm.py, kube.py) and the
+shared modules, tfhelm.pod (the pods' programs) among them; no cycle, lazy imports included.
+Only the doors talk to Helm and to the API server (the pods have their own,
+tfhelm.pod.apiserver), the commands reach them only through the Python API, and what the
+charts ship to pods imports the standard library alone."""
 
 from __future__ import annotations
 
@@ -45,9 +48,11 @@ def imports(mods: dict[str, ast.Module]) -> dict[str, set[str]]:
 def layer(module: str) -> tuple[int, str]:
     part = module.split(".")[1] if "." in module else ""
     if module in ("tfhelm.cli", "tfhelm.__main__"):
-        return 4, "cli"
+        return 5, "cli"
     if part == "commands":
-        return 3, part
+        return 4, part
+    if part == "api" or module == "tfhelm":
+        return 3, "api"
     if part in DOMAINS:
         return 2, part
     return 1, "shared"
@@ -61,7 +66,7 @@ def test_imports_go_one_way_without_cycles():
         for dep in deps:
             (theirs, where) = layer(dep)
             if theirs > mine or (theirs == mine == 2 and where != home and DOMAINS[where] >= DOMAINS[home]) or (
-                    theirs == mine == 3 and dep not in ("tfhelm.commands", "tfhelm.commands.options")):
+                    theirs == mine == 4 and dep not in ("tfhelm.commands", "tfhelm.commands.options")):
                 upward.append(f"{module} -> {dep}")
     assert not upward, upward
     # No cycle: take away the modules that import nothing left, until none are left.
@@ -77,8 +82,8 @@ def test_only_the_doors_talk_to_helm_and_to_the_api_server():
     doors = {"tfhelm.helm": {"subprocess", "pyhelm3"}, "tfhelm.kube": {"kubernetes"}}
     # Beside the doors: the launcher and local runs start processes (not Helm); errors.py
     # reads the client's exception types, workspace.rules its quantity parser.
-    allowed = {("tfhelm.launcher", "subprocess"), ("tfhelm.cluster.localrun", "subprocess"),
-               ("tfhelm.errors", "kubernetes"), ("tfhelm.workspace.rules", "kubernetes"),
+    allowed = {("tfhelm.pod.packages", "subprocess"), ("tfhelm.cluster.localrun", "subprocess"),
+               ("tfhelm.apierrors", "kubernetes"), ("tfhelm.workspace.rules", "kubernetes"),
                ("tfhelm.commands.cluster", "subprocess")}
     found = []
     for module, tree in modules().items():
@@ -100,6 +105,81 @@ def test_the_cli_starts_without_the_kubernetes_client_or_pyhelm3():
     import subprocess
     import sys
 
-    code = "import sys, tfhelm.cli; print(sorted({m.split('.')[0] for m in sys.modules} & {'kubernetes', 'pyhelm3', 'pydantic'}))"
+    code = ("import sys, tfhelm.cli; print(sorted(({m.split('.')[0] for m in sys.modules} | set(sys.modules)) & "
+            "{'kubernetes', 'pyhelm3', 'pydantic', 'tfhelm.cluster.localrun', 'tfhelm.api'}))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.strip() == "[]", out
+    assert out.strip() == "[]", out  # nor the local runner or the API (run --local, up)
+
+
+DOORS = {"tfhelm.helm", "tfhelm.kube"}
+
+
+def test_no_command_talks_to_helm_or_the_api_server_itself():
+    """A command module reads options and prints: what it asks of Helm or the API server goes
+    through tfhelm.api (the same core `tfhelm.up()` is). No path of imports from a command
+    reaches a door (tfhelm/helm.py, tfhelm/kube.py) but through tfhelm.api; imports made for
+    type checking only do not count, lazy imports do."""
+    mods = modules()
+    graph = imports({m: _without_type_checking(t) for m, t in mods.items()})
+    found = []
+    for command in (m for m in graph if layer(m) == (4, "commands")):
+        seen, stack = {command}, [(command, [command])]
+        while stack:
+            module, path = stack.pop()
+            for dep in graph[module]:
+                if dep in seen or layer(dep)[1] == "api":
+                    continue
+                seen.add(dep)
+                if dep in DOORS:
+                    found.append(" -> ".join([*path, dep]))
+                stack.append((dep, [*path, dep]))
+    assert not found, found
+    assert "tfhelm.api.clusters" in {d for m in graph for d in graph[m] if layer(m)[1] == "commands"}, \
+        "the commands call the API"
+
+
+def _without_type_checking(tree: ast.Module) -> ast.Module:
+    """The module without its `if TYPE_CHECKING:` blocks."""
+    class Drop(ast.NodeTransformer):
+        def visit_If(self, node):
+            test = node.test
+            if isinstance(test, ast.Name) and test.id == "TYPE_CHECKING":
+                return node.orelse or None
+            return self.generic_visit(node)
+    return Drop().visit(ast.parse(ast.unparse(tree)))
+    
+
+def _chart_files():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("chart_files", PACKAGE.parent / "hack" / "chart-files.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_what_the_charts_ship_to_pods_imports_the_standard_library_alone():
+    """Every module of tfhelm.pod, and what the programs pods run import (tfhelm.contract, the
+    reaper's loop and rules, the training rule): the standard library and each other only,
+    lazy imports included (hack/chart-files.py refuses anything else)."""
+    chart_files = _chart_files()
+    pod = sorted(m for m in modules() if m.startswith("tfhelm.pod.") and not m.endswith("__init__"))
+    shipped = set(chart_files.closure(pod))
+    for entries in chart_files.PROGRAMS.values():
+        shipped |= set(chart_files.closure(list(entries.values())))
+    assert set(pod) <= shipped
+    assert {"tfhelm.contract", "tfhelm.reaper.rules", "tfhelm.reaper.loop", "tfhelm.cluster.training"} <= shipped
+    graph = imports(modules())
+    for module in shipped:
+        assert graph[module] <= shipped | {"tfhelm.pod", "tfhelm.reaper", "tfhelm.cluster"}, module
+
+
+def test_the_cli_imports_from_the_pods_programs_only_what_it_needs():
+    """`import tfhelm.cli` loads none of the launcher's modes (server, supervision, pip, event
+    files, metrics): they are the pods'."""
+    import subprocess
+    import sys
+
+    code = "import sys, tfhelm.cli; print(sorted(m for m in sys.modules if m.startswith('tfhelm.pod')))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert set(eval(out)) <= {"tfhelm.pod", "tfhelm.pod.tfconfig"}, out

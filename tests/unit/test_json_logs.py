@@ -9,16 +9,17 @@ import os
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
 from tests.unit.test_reaper import FakeClient, job
-from tfhelm import launcher, reaper
+from tfhelm import reaper
+from tfhelm.cluster.localrun import LAUNCHER
+from tfhelm.pod.logs import log
 from tfhelm.cli import app
-from tfhelm.reaper import ReapConfig
-from tfhelm.reaper.console import json_record
+from tfhelm.reaper import default_config
+from tfhelm.reaper.lines import json_record
 
 TS = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
 TASK = {"TFHELM_CLUSTER": "mnist", "TFHELM_TASK_TYPE": "worker", "TFHELM_TASK_INDEX": "3"}
@@ -36,7 +37,7 @@ def records(text: str) -> list[dict]:
     ("warning: metrics not served", "warning", "metrics not served"),
 ])
 def test_launcher_lines_are_json_objects(capsys, msg, level, text):
-    launcher.log(msg, {**TASK, "TFHELM_LOG_FORMAT": "json"})
+    log(msg, {**TASK, "TFHELM_LOG_FORMAT": "json"})
     (r,) = records(capsys.readouterr().err)
     assert {k: v for k, v in r.items() if k != "ts"} == {
         "level": level, "logger": "tfhelm-launcher", "cluster": "mnist", "role": "worker", "index": 3, "msg": text}
@@ -44,13 +45,13 @@ def test_launcher_lines_are_json_objects(capsys, msg, level, text):
 
 
 def test_plain_stays_the_default(capsys):
-    launcher.log("error: boom", TASK)
+    log("error: boom", TASK)
     assert capsys.readouterr().err == "tfhelm-launcher: error: boom\n"
 
 
 def test_the_task_comes_from_tf_config_when_set_by_hand(capsys):
     config = {"cluster": {"ps": ["p:1"]}, "task": {"type": "ps", "index": 0}}
-    launcher.log("hello", {"TFHELM_LOG_FORMAT": "json", "TF_CONFIG": json.dumps(config)})
+    log("hello", {"TFHELM_LOG_FORMAT": "json", "TF_CONFIG": json.dumps(config)})
     (r,) = records(capsys.readouterr().err)
     assert (r["role"], r["index"], "cluster" in r) == ("ps", 0, False)  # empty fields left out
 
@@ -62,7 +63,7 @@ def test_a_failing_script_is_one_record_with_its_traceback(tmp_path):
     script.write_text("print('the script speaks for itself')\nraise ValueError('bad\\nlabel')\n")
     env = {**os.environ, **TASK, "TFHELM_LOG_FORMAT": "json", "TFHELM_TASK_INDEX": "0",
            "TF_CONFIG": json.dumps({"cluster": {"worker": ["w:1"]}, "task": {"type": "worker", "index": 0}})}
-    p = subprocess.run([sys.executable, str(Path(launcher.__file__)), "script", str(script)],
+    p = subprocess.run([sys.executable, str(LAUNCHER), "script", str(script)],
                        env=env, capture_output=True, text=True, timeout=30)
     assert p.returncode == 1
     assert p.stdout == "the script speaks for itself\n"  # the script's own output is its own
@@ -76,7 +77,7 @@ def test_a_failing_script_is_one_record_with_its_traceback(tmp_path):
 def test_reaper_records_name_namespace_and_cluster():
     fc = FakeClient(job(state="Complete", succeeded=2))
     got: list[dict] = []
-    res = reaper.Reaper(fc, "ns", "c", ReapConfig(grace=0), backoff=(0.01, 0.05), log_record=got.append).run()
+    res = reaper.Reaper(fc, "ns", "c", default_config(grace=0), backoff=(0.01, 0.05), log_record=got.append).run()
     assert res.action == reaper.REAP
     assert got and all(r["namespace"] == "ns" and r["cluster"] == "c" and r["level"] == "info" for r in got)
     assert got[-1]["msg"] == "reaped: deleted Deployment c-ps-0, Service c-ps-0; uninstalled release ns/c-ps"
@@ -86,7 +87,7 @@ def test_reaper_errors_and_warnings_have_their_level():
     fc = FakeClient(job(state="Complete", succeeded=2))
     fc.uninstall_failures = [RuntimeError("connection refused")]
     got: list[dict] = []
-    reaper.Reaper(fc, "ns", "c", ReapConfig(grace=0), backoff=(0.01, 0.05), log_record=got.append).run()
+    reaper.Reaper(fc, "ns", "c", default_config(grace=0), backoff=(0.01, 0.05), log_record=got.append).run()
     (failed,) = [r for r in got if r["level"] == "error"]
     assert failed["msg"].startswith("reap failed, retrying in 0.05s: RuntimeError: connection refused")
 

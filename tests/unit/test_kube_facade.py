@@ -111,10 +111,10 @@ def reaper_cluster(server: FakeApiServer) -> None:
         server.put(f"/api/v1/namespaces/ns/services/{cluster}-ps-0",
                    {"metadata": {"name": f"{cluster}-ps-0", "labels": labels("ps", cluster)}})
     server.put("/api/v1/namespaces/ns/services/c-worker", {"metadata": {"name": "c-worker", "labels": labels("worker")}})
-    container = {"name": "tensorflow", "command": ["python3", "/etc/tfhelm/launcher.py"], "args": ["server"]}
     server.put("/apis/batch/v1/namespaces/ns/jobs/c-worker", {
-        "metadata": {"name": "c-worker", "labels": labels("worker"), "creationTimestamp": "2026-01-01T12:00:00Z"},
-        "spec": {"completions": 2, "template": {"spec": {"containers": [container]}}},
+        "metadata": {"name": "c-worker", "labels": labels("worker"), "creationTimestamp": "2026-01-01T12:00:00Z",
+                     "annotations": {training.RUNS_ANNOTATION: "server"}},
+        "spec": {"completions": 2, "template": {"spec": {"containers": [{"name": "tensorflow"}]}}},
         "status": {"succeeded": 1, "ready": 1, "completedIndexes": "0"}})
 
 
@@ -147,7 +147,7 @@ def test_the_reaper_reads_json_jobs_and_acts_through_kube_within_its_role():
 
 
 def test_the_reapers_refusals_are_typed_errors_it_can_tell_apart():
-    from tfhelm.errors import forbidden
+    from tfhelm.apierrors import forbidden
 
     server = FakeApiServer()
     reaper_cluster(server)
@@ -196,6 +196,36 @@ def test_a_dead_holders_lease_is_taken_over():
     with lock.InstallLock(served(server), "ns", "c"):
         assert server.objects[LEASE]["spec"]["holderIdentity"] == lock.holder_identity()
     assert released(server)
+
+
+def planted(server, held_for: int, renewed: datetime) -> None:
+    """A Lease written by hand (or by a holder whose clock is far off)."""
+    when = lock._micro_time(renewed)
+    server.put(LEASE, {"metadata": {"name": lock.lease_name("c")},
+                       "spec": {"holderIdentity": "\x1b]0;owned\x07mallory", "leaseDurationSeconds": held_for,
+                                "acquireTime": when, "renewTime": when}})
+
+
+def test_a_lease_holds_for_no_longer_than_tfhelm_writes_whatever_it_says():
+    server, now = FakeApiServer(), datetime.now(timezone.utc)
+    planted(server, 10**9, now)  # a billion seconds: held as if for DURATION
+    with pytest.raises(lock.Locked, match=rf"frees itself within (2[0-9]|30)s, or `--force` takes it over now"):
+        with lock.InstallLock(served(server), "ns", "c"):
+            pass
+    planted(server, 10**9, now - timedelta(seconds=lock.DURATION + 1))
+    with lock.InstallLock(served(server), "ns", "c"):  # ... so it is free DURATION after its renewal
+        pass
+    planted(server, 10**9, now + timedelta(days=365))  # renewed a year from now: no hold at all
+    with lock.InstallLock(served(server), "ns", "c") as held:
+        assert held.taken_from is None and server.objects[LEASE]["spec"]["holderIdentity"] == lock.holder_identity()
+
+
+def test_force_takes_over_a_held_lease_and_says_whose():
+    server = FakeApiServer()
+    planted(server, lock.DURATION, datetime.now(timezone.utc))
+    with lock.InstallLock(served(server), "ns", "c", force=True) as held:
+        assert held.taken_from == "\x1b]0;owned\x07mallory"
+        assert server.objects[LEASE]["spec"]["holderIdentity"] == lock.holder_identity()
 
 
 def test_reads_made_before_the_lock_stand_only_if_nobody_took_it_since():
@@ -255,3 +285,30 @@ def test_logs_note_a_log_that_cannot_be_read_and_show_the_others():
     assert notes == [
         '[worker-1] log of pod ns/c-worker-1: the API server refused (400): container "tensorflow" is waiting',
         "[worker-2] no log: pod c-worker-2 is gone"]
+
+
+# --- the Job controller's finalizer ------------------------------------------------------
+
+def test_pods_of_a_deleted_job_are_released_from_its_tracking_finalizer():
+    """Kubernetes up to 1.36.3 tries once to take `batch.kubernetes.io/job-tracking` off the
+    pods of a deleted Job (kubernetes/kubernetes#141329): tfhelm takes it off those, and
+    only those, whose Job is gone."""
+    server = FakeApiServer()
+    server.put("/apis/batch/v1/namespaces/ns/jobs/c-worker-new", {"metadata": {"name": "c-worker-new", "uid": "new"}})
+
+    def pod(name: str, job: str, uid: str, finalizers: list[str]) -> None:
+        server.put(f"/api/v1/namespaces/ns/pods/{name}", {"metadata": {
+            "name": name, "labels": {CLUSTER_LABEL: "c"}, "finalizers": finalizers,
+            "ownerReferences": [{"kind": "Job", "name": job, "uid": uid, "controller": True}]}})
+    tracking = "batch.kubernetes.io/job-tracking"
+    pod("of-a-deleted-job", "c-worker-old", "old", ["example.com/keep", tracking])
+    pod("of-a-job-of-that-name-again", "c-worker-new", "previous", [tracking])
+    pod("of-a-live-job", "c-worker-new", "new", [tracking])
+    pod("already-released", "c-worker-old", "old", [])
+    assert sorted(served(server).release_tracking_finalizers("ns", f"{CLUSTER_LABEL}=c")) == [
+        "of-a-deleted-job", "of-a-job-of-that-name-again"]
+    assert server.objects["/api/v1/namespaces/ns/pods/of-a-deleted-job"]["metadata"]["finalizers"] == [
+        "example.com/keep"]  # another's finalizer is not tfhelm's to take
+    patches = [c for c in server.calls if c.startswith("PATCH")]
+    assert patches == ["PATCH /api/v1/namespaces/ns/pods/of-a-deleted-job",
+                       "PATCH /api/v1/namespaces/ns/pods/of-a-job-of-that-name-again"]

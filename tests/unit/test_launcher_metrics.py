@@ -1,6 +1,6 @@
-"""The launcher's Prometheus metrics: TFRecord framing and Event protobufs read by hand
-(records built here with an encoder of their own), the text format, and the endpoint of a
-real launcher process in script mode."""
+"""The launcher's Prometheus metrics (tfhelm.pod.metrics, .events): TFRecord framing and Event
+protobufs read by hand (records built here with an encoder of their own), the text format, and
+the endpoint of a real launcher process in script mode."""
 
 from __future__ import annotations
 
@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from tfhelm import launcher
-
-LAUNCHER = Path(launcher.__file__)
+from tfhelm.cluster.localrun import LAUNCHER
+from tfhelm.pod import events as tfevents
+from tfhelm.pod import metrics
 
 
 # -- an encoder of our own: protobuf wire format and TFRecord framing
@@ -79,8 +79,8 @@ def event(wall: float, step: int, *values: bytes, file_version: str = "") -> byt
 
 def record(data: bytes) -> bytes:
     length = struct.pack("<Q", len(data))
-    return (length + struct.pack("<I", launcher.masked_crc(length)) + data
-            + struct.pack("<I", launcher.masked_crc(data)))
+    return (length + struct.pack("<I", tfevents.masked_crc(length)) + data
+            + struct.pack("<I", tfevents.masked_crc(data)))
 
 
 def scalar_f32(x: float) -> bytes:
@@ -103,13 +103,13 @@ def write_events(path: Path, *events: bytes, mode="wb") -> None:
     (bytes(range(32)), 0x46DD794E),
 ])
 def test_crc32c_matches_the_published_vectors(data, crc):
-    assert launcher.crc32c(data) == crc
+    assert tfevents.crc32c(data) == crc
 
 
 def test_masked_crc_is_tfrecords():
     """TFRecord masks the CRC: rotate right by 15 bits, add 0xa282ead8."""
-    crc = launcher.crc32c(b"abc")
-    assert launcher.masked_crc(b"abc") == ((crc >> 15 | crc << 17) + 0xA282EAD8) & 0xFFFFFFFF
+    crc = tfevents.crc32c(b"abc")
+    assert tfevents.masked_crc(b"abc") == ((crc >> 15 | crc << 17) + 0xA282EAD8) & 0xFFFFFFFF
 
 
 @pytest.mark.parametrize("proto,expected", [
@@ -125,15 +125,15 @@ def test_masked_crc_is_tfrecords():
     (tensor(7, b"text"), None),  # a string: the text plugin
 ])
 def test_scalar_tensors_are_read_and_others_are_not(proto, expected):
-    _, _, scalars = launcher.parse_event(event(1.0, 3, value("t", tensor_proto=proto)))
+    _, _, scalars = tfevents.parse_event(event(1.0, 3, value("t", tensor_proto=proto)))
     assert scalars == ([] if expected is None else [("t", expected)])
 
 
 def test_an_event_gives_wall_time_step_and_every_scalar():
     data = event(1700000000.5, 1234, value("loss", tensor_proto=scalar_f32(0.5)),
                  value("accuracy", simple=0.75))
-    assert launcher.parse_event(data) == (1700000000.5, 1234, [("loss", 0.5), ("accuracy", 0.75)])
-    assert launcher.parse_event(event(1.0, -1)) == (1.0, -1, [])  # int64 steps may be negative
+    assert tfevents.parse_event(data) == (1700000000.5, 1234, [("loss", 0.5), ("accuracy", 0.75)])
+    assert tfevents.parse_event(event(1.0, -1)) == (1.0, -1, [])  # int64 steps may be negative
 
 
 # -- the event files of a run
@@ -147,7 +147,7 @@ def test_progress_is_the_newest_step_and_scalars_per_directory(tmp_path):
     write_events(tmp_path / "validation" / "events.out.tfevents.2.host.1.0.v2",
                  event(103.0, 20, value("loss", simple=1.5)))
     write_events(tmp_path / "not-events.txt", event(104.0, 99, value("loss", simple=9.0)))
-    p = launcher.Progress(str(tmp_path))
+    p = tfevents.Progress(str(tmp_path))
     p.update()
     assert {d: (r["step"], {t: v for t, (_, v) in r["scalars"].items()}) for d, r in p.runs.items()} == {
         "train": (20, {"loss": 1.0, "lr": 0.125}),
@@ -158,7 +158,7 @@ def test_progress_is_the_newest_step_and_scalars_per_directory(tmp_path):
 def test_records_are_read_once_and_a_half_written_record_later(tmp_path):
     path = tmp_path / "events.out.tfevents.1.host.1.0.v2"
     write_events(path, event(1.0, 1, value("loss", simple=1.0)))
-    p = launcher.Progress(str(tmp_path))
+    p = tfevents.Progress(str(tmp_path))
     p.update()
     whole = record(event(2.0, 2, value("loss", simple=0.5)))
     with open(path, "ab") as f:
@@ -180,7 +180,7 @@ def test_a_corrupt_record_stops_that_file_only(tmp_path, capsys):
         record(event(1.0, 1, value("loss", simple=1.0))) + bytes(bad)
         + record(event(6.0, 60, value("loss", simple=6.0))))
     write_events(tmp_path / "b" / "events.out.tfevents.1.h.1.0.v2", event(2.0, 7, value("x", simple=7.0)))
-    p = launcher.Progress(str(tmp_path))
+    p = tfevents.Progress(str(tmp_path))
     p.update()
     p.update()
     assert p.runs["a"]["step"] == 1 and p.runs["b"]["step"] == 7
@@ -191,7 +191,7 @@ def test_the_newest_event_wins_across_writers_of_one_directory(tmp_path):
     """Two files in one directory (a restarted task's new writer): the newest wall time."""
     write_events(tmp_path / "events.out.tfevents.2.h.1.0.v2", event(10.0, 30, value("loss", simple=0.3)))
     write_events(tmp_path / "events.out.tfevents.1.h.1.0.v2", event(20.0, 12, value("loss", simple=0.9)))
-    p = launcher.Progress(str(tmp_path))
+    p = tfevents.Progress(str(tmp_path))
     p.update()
     assert p.runs["."]["step"] == 12 and p.runs["."]["scalars"]["loss"] == (20.0, pytest.approx(0.9))
 
@@ -229,13 +229,13 @@ def parse_text(text: str) -> dict:
 def test_task_metrics_carry_cluster_role_and_index(tmp_path):
     env = {"TFHELM_CLUSTER": "mnist", "TFHELM_STATE_DIR": str(tmp_path),
            "TFHELM_INDEX_FAILURES": "2", "TFHELM_INDEX_IGNORED_FAILURES": ""}
-    m = launcher.TaskMetrics(config("ps", 0), env, clock=lambda: 1700000000.0)
+    m = metrics.TaskMetrics(config("ps", 0), env, clock=lambda: 1700000000.0)
     samples = parse_text(m.render())
     at = frozenset({"cluster": "mnist", "role": "ps", "index": "0"}.items())
     assert samples == {("tfhelm_task_up", at): 1, ("tfhelm_task_start_time_seconds", at): 1700000000.0,
                        ("tfhelm_task_restarts_total", at): 2}
     # The container restarted in the same pod (its /tmp, an emptyDir, is kept): one more.
-    again = launcher.TaskMetrics(config("ps", 0), env)
+    again = metrics.TaskMetrics(config("ps", 0), env)
     assert parse_text(again.render())[("tfhelm_task_restarts_total", at)] == 3
 
 
@@ -248,7 +248,7 @@ def test_one_task_reads_the_event_files(tmp_path, task, chief, reports):
     write_events(tmp_path / "logs" / "train" / "events.out.tfevents.1.h.1.0.v2",
                  event(5.0, 42, value("loss", tensor_proto=scalar_f32(0.5)), value('we"ird\\', simple=1.0)))
     env = {"TFHELM_CLUSTER": "mnist", "TFHELM_STATE_DIR": str(tmp_path), "TFHELM_LOG_DIR": str(tmp_path / "logs")}
-    samples = parse_text(launcher.TaskMetrics(config(*task, chief=chief), env).render())
+    samples = parse_text(metrics.TaskMetrics(config(*task, chief=chief), env).render())
     at = {"cluster": "mnist", "role": task[0], "index": str(task[1]), "dir": "train"}
     step = samples.get(("tfhelm_train_step", frozenset(at.items())))
     assert step == (42 if reports else None)
@@ -259,19 +259,18 @@ def test_one_task_reads_the_event_files(tmp_path, task, chief, reports):
 
 
 def test_no_port_no_server():
-    assert launcher.start_metrics(config(), {}) is None
+    assert metrics.start_metrics(config(), {}) is None
 
 
 def test_a_taken_port_is_a_warning_not_a_failure(tmp_path, capsys):
     env = {"TFHELM_METRICS_PORT": "0", "TFHELM_STATE_DIR": str(tmp_path)}
-    first = launcher.start_metrics(config(), env)
+    first = metrics.start_metrics(config(), env)
     try:
         env["TFHELM_METRICS_PORT"] = str(first.server_address[1])
-        assert launcher.start_metrics(config(), env) is None
+        assert metrics.start_metrics(config(), env) is None
         assert "warning: metrics not served" in capsys.readouterr().err
     finally:
-        first.shutdown()
-        first.server_close()
+        first.close()
 
 
 # -- a real launcher process
@@ -339,7 +338,7 @@ def test_the_tasks_that_decide_completion_say_so(tmp_path, task, chief, decides)
     """The reaper's `auto` completion: the chief's Job if there is one, else the workers'. The
     alert on parameter servers that outlive training looks for PS without such a task."""
     env = {"TFHELM_CLUSTER": "mnist", "TFHELM_STATE_DIR": str(tmp_path)}
-    samples = parse_text(launcher.TaskMetrics(config(*task, chief=chief), env).render())
+    samples = parse_text(metrics.TaskMetrics(config(*task, chief=chief), env).render())
     at = frozenset({"cluster": "mnist", "role": task[0], "index": str(task[1])}.items())
     assert samples.get(("tfhelm_task_decides_completion", at)) == (1 if decides else None)
 
@@ -347,6 +346,6 @@ def test_the_tasks_that_decide_completion_say_so(tmp_path, task, chief, decides)
 def test_a_metrics_bug_is_a_warning_not_a_failed_task(tmp_path, capsys, monkeypatch):
     def broken(*_a, **_k):
         raise RuntimeError("a bug of ours")
-    monkeypatch.setattr(launcher, "TaskMetrics", broken)
-    assert launcher.start_metrics(config(), {"TFHELM_METRICS_PORT": "0"}) is None
+    monkeypatch.setattr(metrics, "TaskMetrics", broken)
+    assert metrics.start_metrics(config(), {"TFHELM_METRICS_PORT": "0"}) is None
     assert "warning: metrics not served: RuntimeError: a bug of ours" in capsys.readouterr().err

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from tfhelm.cluster import deploy, training
-from tfhelm.reaper import REAP, WAIT, ReapConfig, decide
+from tfhelm.reaper import REAP, WAIT, decide, default_config
 from tfhelm.workspace import rules
 
 from .test_reaper import T0, job
@@ -25,7 +25,7 @@ def test_the_newest_job_of_a_role_decides_while_the_old_generation_is_still_ther
     assert training.current_jobs(rows)["worker"].name == "c-worker-bbbbbb"
     # The old generation finished, the new one runs: training is not done, the PS stay.
     assert training.training_done(rows) is None
-    assert decide("c", rows, ReapConfig(grace=0), (T0 + timedelta(hours=1)).timestamp()).action == WAIT
+    assert decide("c", rows, default_config(grace=0), (T0 + timedelta(hours=1)).timestamp()).action == WAIT
 
 
 def test_a_job_being_deleted_never_decides():
@@ -34,7 +34,7 @@ def test_a_job_being_deleted_never_decides():
     back = aged(job(state="Complete", succeeded=2), "c-worker-aaaaaa", T0 + timedelta(minutes=1))
     rows = [training.job_row(newer), training.job_row(back)]
     assert training.current_jobs(rows)["worker"].name == "c-worker-aaaaaa"
-    d = decide("c", rows, ReapConfig(grace=0), (T0 + timedelta(hours=1)).timestamp())
+    d = decide("c", rows, default_config(grace=0), (T0 + timedelta(hours=1)).timestamp())
     assert d.action == REAP and d.job.name == "c-worker-aaaaaa"
 
 

@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import queue
 import threading
+from dataclasses import replace
 from datetime import datetime, timezone
 
 import pytest
 from kubernetes import client as k8s
 
 from tfhelm import reaper
+from tfhelm.apierrors import refusal
 from tfhelm.cluster import report, training
 from tfhelm.errors import SpecError, TfhelmError
-from tfhelm.reaper import GRACE, KEEP, REAP, WAIT, ReapConfig, decide
+from tfhelm.reaper import GRACE, KEEP, REAP, WAIT, ReapConfig, decide, default_config
 
 T0 = datetime(2026, 1, 1, 12, 0, 0, tzinfo=timezone.utc)
 
@@ -24,14 +26,13 @@ def job(cluster="c", role="worker", *, uid=None, state="Running", total=2, succe
     if state in ("Complete", "Failed"):
         conds.append(k8s.V1JobCondition(type=state, status="True", last_transition_time=finished,
                                         reason=reason if state == "Failed" else None))
-    args = ["server"] if server else ["script", "/opt/tfhelm/train.py"]
     return k8s.V1Job(
         metadata=k8s.V1ObjectMeta(name=f"{cluster}-{role}", uid=uid or f"uid-{cluster}-{role}",
                                   resource_version=rv,
-                                  labels={"tfhelm.io/cluster": cluster, "tfhelm.io/role": role}),
+                                  labels={"tfhelm.io/cluster": cluster, "tfhelm.io/role": role},
+                                  annotations={"tfhelm.io/runs": "server" if server else "script"}),
         spec=k8s.V1JobSpec(completions=total, suspend=suspended, template=k8s.V1PodTemplateSpec(
-            spec=k8s.V1PodSpec(containers=[k8s.V1Container(
-                name="tensorflow", command=["python3", "/etc/tfhelm/launcher.py"], args=args)]))),
+            spec=k8s.V1PodSpec(containers=[k8s.V1Container(name="tensorflow")]))),
         status=k8s.V1JobStatus(conditions=conds, succeeded=succeeded, failed=failed,
                                completion_time=finished if state == "Complete" else None,
                                completed_indexes=completed or None, failed_indexes=failed_idx or None))
@@ -65,33 +66,33 @@ def ts(dt: datetime) -> float:
 # ----------------------------------------------------------------------------- pure core
 
 def test_waits_while_the_decisive_job_runs():
-    d = decide("c", rows(job(succeeded=1)), ReapConfig(), ts(T0))
+    d = decide("c", rows(job(succeeded=1)), default_config(), ts(T0))
     assert d.action == WAIT and "worker 1/2 succeeded" in d.message
 
 
 def test_auto_means_the_chief_when_there_is_one():
     jobs = rows(job(role="chief", total=1), job(state="Complete", succeeded=2))
-    assert decide("c", jobs, ReapConfig(), ts(T0)).action == WAIT
+    assert decide("c", jobs, default_config(), ts(T0)).action == WAIT
     jobs = rows(job(role="chief", total=1, state="Complete", succeeded=1), job(server=True))
-    d = decide("c", jobs, ReapConfig(grace=0), ts(T0) + 5)
+    d = decide("c", jobs, default_config(grace=0), ts(T0) + 5)
     assert d.action == REAP and d.job.role == "chief"
     assert d.stop_workers == "c-worker", "in-graph worker servers are stopped"
 
 
 def test_all_workers_ignores_the_chief():
     jobs = rows(job(role="chief", total=1), job(state="Complete", succeeded=2))
-    d = decide("c", jobs, ReapConfig(grace=0, completion="all-workers"), ts(T0) + 5)
+    d = decide("c", jobs, default_config(grace=0, completion="all-workers"), ts(T0) + 5)
     assert d.action == REAP and d.job.role == "worker" and d.stop_workers is None
 
 
 def test_chief_completion_without_a_chief_names_the_problem():
-    d = decide("c", rows(job()), ReapConfig(completion="chief"), ts(T0))
+    d = decide("c", rows(job()), default_config(completion="chief"), ts(T0))
     assert d.action == WAIT and d.job is None and "no chief Job" in d.message
 
 
 def test_grace_runs_from_the_server_stamp_rounded_up():
     jobs = rows(job(state="Complete", succeeded=2))
-    cfg = ReapConfig(grace=30)
+    cfg = default_config(grace=30)
     d = decide("c", jobs, cfg, ts(T0) + 10)
     assert d.action == GRACE and d.due == ts(T0) + 1 + 30
     assert decide("c", jobs, cfg, ts(T0) + 31).action == REAP
@@ -99,19 +100,19 @@ def test_grace_runs_from_the_server_stamp_rounded_up():
 
 def test_grace_runs_from_when_it_was_seen_if_that_is_earlier():
     jobs = rows(job(state="Complete", succeeded=2))
-    d = decide("c", jobs, ReapConfig(grace=30), ts(T0) + 0.2, observed=ts(T0) + 0.1)
+    d = decide("c", jobs, default_config(grace=30), ts(T0) + 0.2, observed=ts(T0) + 0.1)
     assert d.action == GRACE and d.due == pytest.approx(ts(T0) + 30.1)
 
 
 def test_a_restarted_reaper_continues_the_grace_period():
     jobs = rows(job(state="Complete", succeeded=2))
     # the first reaper saw it at T0+0.1, was killed; the new one first sees it at T0+20
-    d = decide("c", jobs, ReapConfig(grace=30), ts(T0) + 20, observed=ts(T0) + 20)
+    d = decide("c", jobs, default_config(grace=30), ts(T0) + 20, observed=ts(T0) + 20)
     assert d.due == ts(T0) + 31
 
 
 def test_worker_0():
-    cfg = ReapConfig(grace=0, completion="worker-0")
+    cfg = default_config(grace=0, completion="worker-0")
     d = decide("c", rows(job(completed="0,2-3", succeeded=3, total=5)), cfg, ts(T0), observed=ts(T0))
     assert d.action == REAP and "worker task 0" in d.message
     assert decide("c", rows(job(completed="1-4", total=5)), cfg, ts(T0)).action == WAIT
@@ -120,30 +121,30 @@ def test_worker_0():
 
 
 def test_worker_0_grace_counts_from_when_it_was_seen():
-    cfg = ReapConfig(grace=10, completion="worker-0")
+    cfg = default_config(grace=10, completion="worker-0")
     d = decide("c", rows(job(completed="0", total=5)), cfg, ts(T0) + 100, observed=ts(T0) + 95)
     assert d.action == GRACE and d.due == ts(T0) + 105
 
 
 def test_failure_keep_and_reap():
     failed = rows(job(state="Failed", failed=4, reason="DeadlineExceeded"))
-    d = decide("c", failed, ReapConfig(grace=0), ts(T0) + 5)
+    d = decide("c", failed, default_config(grace=0), ts(T0) + 5)
     assert d.action == KEEP and "DeadlineExceeded" in d.message and "tfhelm reap c" in d.message
-    d = decide("c", failed, ReapConfig(grace=0, on_failure="reap"), ts(T0) + 5)
+    d = decide("c", failed, default_config(grace=0, on_failure="reap"), ts(T0) + 5)
     assert d.action == REAP and d.outcome == "Failed"
 
 
 def test_suspended_or_finished_workers_are_not_stopped_again():
     chief = job(role="chief", total=1, state="Complete", succeeded=1)
-    d = decide("c", rows(chief, job(server=True, suspended=True)), ReapConfig(grace=0), ts(T0) + 5)
+    d = decide("c", rows(chief, job(server=True, suspended=True)), default_config(grace=0), ts(T0) + 5)
     assert d.stop_workers is None
-    d = decide("c", rows(chief, job(server=False)), ReapConfig(grace=0), ts(T0) + 5)
+    d = decide("c", rows(chief, job(server=False)), default_config(grace=0), ts(T0) + 5)
     assert d.stop_workers is None, "between-graph workers run the script: left alone"
 
 
-@pytest.mark.parametrize("cfg,field", [(ReapConfig(grace=-1), "--grace"),
-                                       (ReapConfig(completion="all"), "--completion"),
-                                       (ReapConfig(on_failure="drop"), "--on-failure")])
+@pytest.mark.parametrize("cfg,field", [(replace(default_config(), grace=-1), "--grace"),
+                                       (replace(default_config(), completion="all"), "--completion"),
+                                       (replace(default_config(), on_failure="drop"), "--on-failure")])
 def test_bad_config(cfg, field):
     with pytest.raises(SpecError) as e:
         cfg.validate()
@@ -177,7 +178,8 @@ def test_event_names_are_deterministic():
 def test_a_clusters_values_give_the_reapers_configuration():
     from tfhelm.cluster.values import ClusterValues
 
-    cfg = ReapConfig.of(ClusterValues.from_release({"reaper": {"grace": 5, "onFailure": "reap"}}))
+    values = ClusterValues.from_release({"reaper": {"grace": 5, "onFailure": "reap"}})
+    cfg = ReapConfig.from_section(values.effective["reaper"])
     assert cfg == ReapConfig(grace=5, completion="auto", on_failure="reap")
 
 
@@ -270,15 +272,16 @@ class FakeClient:
         self._q.put(None)
         self._pod_q.put(None)
 
-    def uninstall(self, release, namespace):
+    def uninstall_ps(self, namespace, cluster):
+        release = f"{cluster}-ps"
         self.calls.append(("uninstall", release))
         if self.uninstall_failures:
             raise self.uninstall_failures.pop(0)
         if release in self.releases:
             self.releases.discard(release)
-            self.ps_objects.pop(release.removesuffix("-ps"), None)
-            return True
-        return False
+            self.ps_objects.pop(cluster, None)
+            return release
+        return None
 
     def delete_ps(self, namespace, cluster):
         self.calls.append(("delete_ps", cluster))
@@ -295,6 +298,9 @@ class FakeClient:
             return False
         self.events[name] = (reason, message, warning)
         return True
+
+    def refused(self, error):
+        return refusal(error)
 
     def reasons(self):
         return sorted(r for r, _, _ in self.events.values())
@@ -336,7 +342,7 @@ def fast(**kw):
 
 def test_reaps_when_the_watch_reports_completion():
     fc = FakeClient(job(rv="1"))
-    r = reaper.Reaper(fc, "ns", "c", ReapConfig(grace=0.2), **fast())
+    r = reaper.Reaper(fc, "ns", "c", default_config(grace=0.2), **fast())
     t, box = run_in_thread(r)
     fc.push("MODIFIED", job(succeeded=1))
     fc.push("MODIFIED", job(state="Complete", succeeded=2, finished=datetime.now(timezone.utc)))
@@ -352,7 +358,7 @@ def test_without_grace_training_done_is_announced_beside_the_deletes():
     """Grace 0: the TFClusterReaping Event (training done) does not wait for the deletes and
     Helm; the reap's own Event follows them."""
     fc = FakeClient(job(rv="1"))
-    t, box = run_in_thread(reaper.Reaper(fc, "ns", "c", ReapConfig(grace=0), **fast()))
+    t, box = run_in_thread(reaper.Reaper(fc, "ns", "c", default_config(grace=0), **fast()))
     fc.push("MODIFIED", job(state="Complete", succeeded=2))
     assert finish(t, box).action == REAP
     assert fc.reasons() == ["TFClusterReaped", "TFClusterReaping"]
@@ -362,16 +368,16 @@ def test_without_grace_training_done_is_announced_beside_the_deletes():
 def test_restart_after_reap_is_a_quiet_no_op():
     done = job(state="Complete", succeeded=2, finished=T0)
     fc = FakeClient(done)
-    assert reaper.Reaper(fc, "ns", "c", ReapConfig(grace=1), **fast()).run().action == REAP
+    assert reaper.Reaper(fc, "ns", "c", default_config(grace=1), **fast()).run().action == REAP
     before = dict(fc.events)
-    res = reaper.Reaper(fc, "ns", "c", ReapConfig(grace=1), **fast()).run()
+    res = reaper.Reaper(fc, "ns", "c", default_config(grace=1), **fast()).run()
     assert res.action == REAP and "already gone" in res.message
     assert fc.events == before, "no second Event"
 
 
 def test_relists_after_410_gone():
     fc = FakeClient(job())
-    r = reaper.Reaper(fc, "ns", "c", ReapConfig(grace=0), **fast())
+    r = reaper.Reaper(fc, "ns", "c", default_config(grace=0), **fast())
     t, box = run_in_thread(r)
     # the completion happens while the watch is expired: only a new list sees it
     fc.jobs = {"uid-c-worker": job(state="Complete", succeeded=2)}
@@ -384,7 +390,7 @@ def test_survives_a_dropped_connection():
     fc = FakeClient(job())
     fc.watch_failures = [ConnectionRefusedError("apiserver down")] * 3
     lines = []
-    r = reaper.Reaper(fc, "ns", "c", ReapConfig(grace=0), backoff=(0.01, 0.05), log_line=lines.append)
+    r = reaper.Reaper(fc, "ns", "c", default_config(grace=0), backoff=(0.01, 0.05), log_line=lines.append)
     t, box = run_in_thread(r)
     wait_until(lambda: any("unreachable" in ln for ln in lines))  # the job completes meanwhile
     fc.jobs = {"uid-c-worker": job(state="Complete", succeeded=2)}
@@ -394,26 +400,26 @@ def test_survives_a_dropped_connection():
 
 def test_in_graph_workers_are_suspended():
     fc = FakeClient(job(role="chief", total=1, state="Complete", succeeded=1), job(server=True))
-    res = reaper.Reaper(fc, "ns", "c", ReapConfig(grace=0), **fast()).run()
+    res = reaper.Reaper(fc, "ns", "c", default_config(grace=0), **fast()).run()
     assert ("suspend", "c-worker") in fc.calls and "suspended Job c-worker" in res.removed[-1]
 
 
 def test_failure_kept_then_reaped_on_request():
     failed = job(state="Failed", failed=3)
     fc = FakeClient(failed)
-    res = reaper.Reaper(fc, "ns", "c", ReapConfig(grace=0), **fast()).run()
+    res = reaper.Reaper(fc, "ns", "c", default_config(grace=0), **fast()).run()
     assert res.action == KEEP and not [c for c in fc.calls if c[0] == "uninstall"]
     assert fc.events[reaper.event_name(training.job_row(failed), "TFClusterKept")][2] is True  # Warning
-    res = reaper.Reaper(fc, "ns", "c", ReapConfig(grace=0, on_failure="reap"), **fast()).run()
+    res = reaper.Reaper(fc, "ns", "c", default_config(grace=0, on_failure="reap"), **fast()).run()
     assert res.action == REAP and "c-ps" not in fc.releases
 
 
 def test_one_release_cluster_is_deleted_directly():
     fc = FakeClient(job(state="Complete", succeeded=2), releases=())
-    res = reaper.Reaper(fc, "ns", "c", ReapConfig(grace=0), **fast()).run()
+    res = reaper.Reaper(fc, "ns", "c", default_config(grace=0), **fast()).run()
     assert res.removed == ["deleted Deployment c-ps-0, Service c-ps-0"], "no release: nothing else"
     fc2 = FakeClient(job(state="Complete", succeeded=2))
-    reaper.Reaper(fc2, "ns", "c", ReapConfig(grace=0, delete_directly=True), **fast()).run()
+    reaper.Reaper(fc2, "ns", "c", default_config(grace=0, delete_directly=True), **fast()).run()
     assert not [c for c in fc2.calls if c[0] == "uninstall"]
 
 
@@ -421,7 +427,7 @@ def test_a_failed_action_is_retried():
     fc = FakeClient(job(state="Complete", succeeded=2))
     fc.uninstall_failures = [RuntimeError("connection refused")]
     lines = []
-    res = reaper.Reaper(fc, "ns", "c", ReapConfig(grace=0), backoff=(0.01, 0.05),
+    res = reaper.Reaper(fc, "ns", "c", default_config(grace=0), backoff=(0.01, 0.05),
                         log_line=lines.append).run()
     assert res.action == REAP and [c for c in fc.calls if c[0] == "uninstall"] == [("uninstall", "c-ps")] * 2
     assert any("retrying" in ln for ln in lines)
@@ -429,12 +435,12 @@ def test_a_failed_action_is_retried():
 
 def test_no_such_cluster():
     with pytest.raises(TfhelmError, match="no TF cluster 'c'"):
-        reaper.Reaper(FakeClient(), "ns", "c", **fast()).run()
+        reaper.Reaper(FakeClient(), "ns", "c", default_config(), **fast()).run()
 
 
 def test_cluster_deleted_while_waiting():
     fc = FakeClient(job())
-    t, box = run_in_thread(reaper.Reaper(fc, "ns", "c", **fast()))
+    t, box = run_in_thread(reaper.Reaper(fc, "ns", "c", default_config(), **fast()))
     wait_until(lambda: fc.lists)
     fc.push("DELETED", job())
     with pytest.raises(TfhelmError, match="deleted before training finished"):
@@ -443,13 +449,13 @@ def test_cluster_deleted_while_waiting():
 
 def test_chief_completion_on_a_cluster_without_chief_is_a_usage_error():
     with pytest.raises(SpecError, match="no chief Job"):
-        reaper.Reaper(FakeClient(job()), "ns", "c", ReapConfig(completion="chief"), **fast()).run()
+        reaper.Reaper(FakeClient(job()), "ns", "c", default_config(completion="chief"), **fast()).run()
 
 
 def test_namespace_reaper_handles_clusters_independently():
     a, b = job("a"), job("b", state="Failed", failed=1)
     fc = FakeClient(a, b, releases=("a-ps", "b-ps"))
-    r = reaper.Reaper(fc, "ns", None, ReapConfig(grace=0), **fast())
+    r = reaper.Reaper(fc, "ns", None, default_config(grace=0), **fast())
     t, box = run_in_thread(r)
     fc.push("MODIFIED", job("a", state="Complete", succeeded=2))
 
@@ -459,3 +465,50 @@ def test_namespace_reaper_handles_clusters_independently():
     r.stop()
     finish(t, box)
     assert settled() and "b-ps" in fc.releases, "the failed cluster keeps its PS"
+
+
+# ----------------------------------------------------------------------------- a further rule
+
+class Ungate:
+    """A toy rule as another helper would write one: remove a gate from each gated object of its
+    own source, once; the first try fails."""
+
+    name = "ungate"
+
+    def __init__(self):
+        self.objects = [{"metadata": {"uid": "p1", "name": "p1"}, "gated": True},
+                        {"metadata": {"uid": "p2", "name": "p2"}, "gated": False}]
+        self.acted: list[str] = []
+        self.fail_once = True
+        self.sources = {"gated": reaper.Source(list=lambda client, ns: (self.objects, "1"),
+                                               watch=lambda client, ns, rv, timeout: self.quiet())}
+
+    @staticmethod
+    def quiet():
+        """A watch on which nothing happens (it ends as the API server would, later)."""
+        threading.Event().wait(1.1)
+        yield from ()
+
+    def decide(self, view, now):
+        return [o["metadata"]["name"] for o in view.objects["gated"].values() if o["gated"]]
+
+    def act(self, client, action):
+        self.acted.append(action)
+        if self.fail_once:
+            self.fail_once = False
+            raise ConnectionError("the API server went away")
+        return f"ungated {action}"
+
+
+def test_a_further_rule_decides_from_its_source_and_acts_once_with_retries():
+    rule, lines = Ungate(), []
+    fc = FakeClient(job())
+    r = reaper.Reaper(fc, "ns", "c", default_config(), forever=True, rules=[rule], backoff=(0.01, 0.05),
+                      log_line=lines.append)
+    t, box = run_in_thread(r)
+    wait_until(lambda: any("ungate: ungated p1" in line for line in lines))
+    r.stop()
+    finish(t, box)
+    assert rule.acted == ["p1", "p1"]  # failed, retried after the backoff, then never again
+    assert any("ungate: p1 failed, retrying" in line for line in lines), lines
+    assert not [c for c in fc.calls if c[0] in ("delete_ps", "uninstall")], "the reaping goes on as before"

@@ -8,7 +8,7 @@ import urllib.request
 from tests.unit.test_launcher_metrics import parse_text
 from tests.unit.test_reaper import FakeClient, job
 from tfhelm import reaper
-from tfhelm.reaper import ReapConfig
+from tfhelm.reaper import default_config
 from tfhelm.reaper.metrics import ReaperMetrics, serve
 
 
@@ -27,7 +27,7 @@ class Clock:
 def test_a_reap_is_counted_with_its_latency_after_the_grace():
     fc = FakeClient(job(state="Complete", succeeded=2))
     m = ReaperMetrics()
-    res = reaper.Reaper(fc, "ns", "c", ReapConfig(grace=0), backoff=(0.01, 0.05),
+    res = reaper.Reaper(fc, "ns", "c", default_config(grace=0), backoff=(0.01, 0.05),
                         log_line=lambda _: None, metrics=m).run()
     assert res.action == reaper.REAP
     s = parse_text(m.render())
@@ -41,7 +41,7 @@ def test_a_reap_is_counted_with_its_latency_after_the_grace():
 def test_a_kept_failure_is_counted_without_latency():
     fc = FakeClient(job(state="Failed", failed=3))
     m = ReaperMetrics()
-    reaper.Reaper(fc, "ns", "c", ReapConfig(grace=0), backoff=(0.01, 0.05), log_line=lambda _: None,
+    reaper.Reaper(fc, "ns", "c", default_config(grace=0), backoff=(0.01, 0.05), log_line=lambda _: None,
                   metrics=m).run()
     s = parse_text(m.render())
     assert value(s, "tfhelm_reaper_reaps_total", cluster="c", action="keep", outcome="Failed") == 1
@@ -53,7 +53,7 @@ def test_failed_watches_and_actions_are_errors():
     fc.watch_failures = [ConnectionRefusedError("apiserver down")] * 2
     fc.uninstall_failures = [RuntimeError("connection refused")]
     m = ReaperMetrics()
-    reaper.Reaper(fc, "ns", "c", ReapConfig(grace=0), backoff=(0.01, 0.05), log_line=lambda _: None,
+    reaper.Reaper(fc, "ns", "c", default_config(grace=0), backoff=(0.01, 0.05), log_line=lambda _: None,
                   metrics=m).run()
     s = parse_text(m.render())
     assert value(s, "tfhelm_reaper_errors_total", kind="action") == 1
@@ -85,5 +85,4 @@ def test_served_over_http():
         assert value(s, "tfhelm_reaper_clusters_watched") == 3
         assert lines == [f"metrics on :{port}/metrics"]
     finally:
-        server.shutdown()
-        server.server_close()
+        server.close()

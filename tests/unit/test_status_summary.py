@@ -8,7 +8,9 @@ from datetime import datetime, timezone
 
 from kubernetes import client as k8s
 
+from tfhelm.api import Status
 from tfhelm.cluster import progress, report, training
+from tfhelm.commands import status
 from tfhelm.kube import JsonObject
 
 from .test_cli_output import job, ps
@@ -101,8 +103,9 @@ def test_each_distinct_error_is_shown_once_with_its_tasks(capsys):
 
 
 def print_table(capsys, tasks, **kw) -> str:
-    report.print_table("team-a", "m", tasks, [job("m", "worker", total=40, succeeded=37)], [ps("m", 0), ps("m", 1)],
-                       [], **kw)
+    """`tfhelm status`'s table of the Status `Cluster.status()` returns."""
+    data = report.report("team-a", "m", tasks, [job("m", "worker", total=40, succeeded=37)], [ps("m", 0), ps("m", 1)], [])
+    status.print_table(Status.from_report(data), **kw)
     return capsys.readouterr().out
 
 

@@ -15,7 +15,7 @@ from tfhelm import reaper
 from tfhelm.cluster import progress, report, training
 from tfhelm.cluster.spec import Shape
 from tfhelm.errors import TimedOut
-from tfhelm.reaper import REAP, ReapConfig
+from tfhelm.reaper import REAP, default_config
 
 from tests.unit.test_reaper import T0, FakeClient, fast, job, pod_meta, rows, tasks, wait_until
 
@@ -112,7 +112,7 @@ def test_status_and_list_apply_the_rule():
 def test_the_reaper_decides_at_the_last_pod_event():
     running = job(total=3)
     fc = FakeClient(running)
-    r = reaper.Reaper(fc, "ns", "c", ReapConfig(grace=0), **fast())
+    r = reaper.Reaper(fc, "ns", "c", default_config(grace=0), **fast())
     box = {}
     t = threading.Thread(target=lambda: box.update(result=r.run()), daemon=True)
     t.start()
@@ -130,13 +130,13 @@ def test_the_reaper_lists_succeeded_pods_at_start():
     running = job(total=2)
     fc = FakeClient(running)
     fc.pods = {m["name"]: m for m in (pod_meta(running, 0), pod_meta(running, 1))}
-    assert reaper.Reaper(fc, "ns", "c", ReapConfig(grace=0), **fast()).run().outcome == "Complete"
+    assert reaper.Reaper(fc, "ns", "c", default_config(grace=0), **fast()).run().outcome == "Complete"
 
 
 def test_without_access_to_pods_the_jobs_decide():
     fc = FakeClient(job(), pods_forbidden=True)
     lines: list[str] = []
-    r = reaper.Reaper(fc, "ns", "c", ReapConfig(grace=0), backoff=(0.01, 0.05), log_line=lines.append)
+    r = reaper.Reaper(fc, "ns", "c", default_config(grace=0), backoff=(0.01, 0.05), log_line=lines.append)
     box = {}
     t = threading.Thread(target=lambda: box.update(result=r.run()), daemon=True)
     t.start()

@@ -37,7 +37,7 @@ def test_cluster_values_hold_the_settings_read_from_the_values():
                                        value_files=[{"reaper": {"grace": 5, "onFailure": "reap"}}]))
     assert (cv.shape.workers, cv.shape.ps, cv.shape.chief, cv.shape.evaluator) == (3, 1, True, False)
     assert cv.name == "mnist" and cv.user["clusterName"] == "mnist"
-    assert ReapConfig.of(cv) == ReapConfig(grace=5, completion="auto", on_failure="reap")
+    assert ReapConfig.from_section(cv.effective["reaper"]) == ReapConfig(grace=5, completion="auto", on_failure="reap")
     assert cv.setting("clusterDomain", str) == default_values()["clusterDomain"]
     assert "reaper" not in cv.user.get("worker", {}) and "grace" not in cv.user.get("ps", {}), \
         "the defaults stay out of what Helm gets"
@@ -56,7 +56,7 @@ def test_a_bad_reaper_section_is_refused_when_read():
     cv = ClusterValues.from_release({"reaper": {"completion": "sometimes"}})
     assert cv.shape.workers == 1, "the shape does not depend on the reaper's settings"
     with pytest.raises(SpecError, match="'sometimes' is not a completion condition"):
-        ReapConfig.of(cv)
+        ReapConfig.from_section(cv.effective["reaper"])
 
 
 @pytest.mark.parametrize("opts,field", [

@@ -42,6 +42,18 @@ def test_options_become_values_without_a_token():
     assert compute_user_values(UserOptions("bob")) == {"userName": "bob"}
 
 
+def test_the_fence_options_become_values():
+    v = compute_user_values(UserOptions(
+        "alice", quota_gpus=2, quota_objects=["pods=40", "count/configmaps=10"],
+        priority_classes=["team-high", "team-high", "batch-low"], metrics_from=["monitoring"],
+        max_cpu="4", max_memory="16Gi"))
+    assert v["quota"] == {"gpus": 2, "objects": {"pods": "40", "count/configmaps": "10"},
+                          "priorityClasses": ["team-high", "batch-low"]}
+    assert v["limitRange"] == {"max": {"cpu": "4", "memory": "16Gi"}, "default": {"cpu": "4", "memory": "2Gi"}}
+    assert v["networkPolicy"] == {"metricsFrom": [
+        {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}]}
+
+
 @pytest.mark.parametrize("opts,field", [
     (UserOptions("a", quota_cpu="8 cores"), "--quota-cpu"),
     (UserOptions("a", quota_memory="-1Gi"), "--quota-memory"),
@@ -51,6 +63,15 @@ def test_options_become_values_without_a_token():
     (UserOptions("a", storage_class="Fast SSD"), "--storage-class"),
     (UserOptions("a", quota_cpu="300m"), "--quota-cpu"),  # less than the workspace's own pods
     (UserOptions("a", quota_memory="1Gi"), "--quota-memory"),
+    (UserOptions("a", quota_gpus=-1), "--quota-gpus"),
+    (UserOptions("a", quota_objects=["pods"]), "--quota"),
+    (UserOptions("a", quota_objects=["count/configmaps=lots"]), "--quota"),
+    (UserOptions("a", quota_objects=["requests.cpu=4"]), "--quota"),
+    (UserOptions("a", priority_classes=["system-node-critical"]), "--priority-class"),
+    (UserOptions("a", priority_classes=["Team High"]), "--priority-class"),
+    (UserOptions("a", metrics_from=["Monitoring!"]), "--metrics-from"),
+    (UserOptions("a", max_cpu="8 cores"), "--max-cpu"),
+    (UserOptions("a", max_memory="1Gi"), "--max-memory"),  # below the notebook's own limit
 ])
 def test_bad_options_name_the_field(opts, field):
     with pytest.raises(SpecError) as exc:
@@ -103,15 +124,15 @@ class WorkspaceKube(Kube):
     """The real Kube on a FakeApiServer; what goes through discovery and server-side apply
     (the dynamic client) is answered here: the cluster serves the policy and enforces it."""
 
-    def __init__(self, server: FakeApiServer):
+    def __init__(self, server: FakeApiServer, kueue: bool = False):
         super().__init__(api=server)
-        self.server, self.applied = server, []
+        self.server, self.applied, self.kueue = server, [], kueue
 
     def ping(self):
         return "v1.36.3"
 
     def serves(self, obj):
-        return True
+        return self.kueue or not obj["apiVersion"].startswith("kueue.x-k8s.io/")
 
     def apply(self, obj, namespace=None):
         self.applied.append(obj)
@@ -123,11 +144,11 @@ class WorkspaceKube(Kube):
 
 
 class FakeHelm:
-    def __init__(self, fail: bool = False):
-        self.fail, self.installed = fail, {}
+    def __init__(self, fail: bool = False, rendered: list[dict] | None = None):
+        self.fail, self.installed, self.rendered = fail, {}, rendered or []
 
     def template(self, release, values, namespace, chart):
-        return []
+        return self.rendered
 
     def install_or_upgrade(self, release, values, namespace, chart, wait=True):
         if self.fail:
@@ -149,9 +170,15 @@ def token_of(server: FakeApiServer) -> str:
 def test_add_makes_namespace_and_token_and_never_passes_the_token_to_helm():
     kube, helm = WorkspaceKube(FakeApiServer()), FakeHelm()
     actions.add(UserOptions("alice"), helm, kube)
-    # The cluster-wide fence on Services comes first: the policy and its binding.
-    assert [(o["kind"], o["metadata"]["name"]) for o in kube.applied] == [
-        ("ValidatingAdmissionPolicy", actions.POLICY), ("ValidatingAdmissionPolicyBinding", actions.POLICY)]
+    # The cluster-wide fence comes first: each policy and its binding, the Services' last
+    # (its enforcement is what add waits for).
+    applied = [(o["kind"], o["metadata"]["name"]) for o in kube.applied]
+    assert applied[-2:] == [("ValidatingAdmissionPolicy", actions.POLICY),
+                            ("ValidatingAdmissionPolicyBinding", actions.POLICY)]
+    assert {name for kind, name in applied} == {
+        "tfhelm-user-services", "tfhelm-user-release-records", "tfhelm-user-network-policies",
+        "tfhelm-user-node"}
+    assert len(applied) == 8
     assert kube.server.objects[NS]["metadata"]["labels"] == rules.namespace_labels("alice")
     token = token_of(kube.server)
     assert len(token) >= 40
@@ -159,6 +186,24 @@ def test_add_makes_namespace_and_token_and_never_passes_the_token_to_helm():
     assert chart == "user-env" and token not in repr(values)
     actions.add(UserOptions("alice", quota_cpu="2"), helm, kube)  # again: upgrade
     assert token_of(kube.server) == token
+
+
+def test_where_kueue_runs_a_workspace_gets_its_queue_and_the_priority_policy():
+    kube, helm = WorkspaceKube(FakeApiServer(), kueue=True), FakeHelm()
+    with pytest.raises(SpecError, match="no Kueue ResourceFlavor 'default-flavor'"):
+        actions.add(UserOptions("alice"), helm, kube)
+    assert not helm.installed and "/api/v1/namespaces/tfhelm-user-alice" not in kube.server.objects
+    kube.server.put("/apis/kueue.x-k8s.io/v1beta2/resourceflavors/default-flavor", {"metadata": {"name": "default-flavor"}})
+    actions.add(UserOptions("alice", priorities=["low"]), helm, kube)
+    _, values = helm.installed[("tfhelm-user-alice", rules.RELEASE)]
+    assert values["queue"] == {"enabled": True, "priorityClasses": ["low"]}
+    assert ("ValidatingAdmissionPolicy", actions.PRIORITY_POLICY) in [(o["kind"], o["metadata"]["name"]) for o in kube.applied]
+    # Asked for where there is no Kueue: one line, nothing made.
+    bare = WorkspaceKube(FakeApiServer())
+    with pytest.raises(SpecError, match="--queue: this cluster has no Kueue"):
+        actions.add(UserOptions("bob", queue_cpu="2"), FakeHelm(), bare)
+    assert "/api/v1/namespaces/tfhelm-user-bob" not in bare.server.objects
+    actions.add(UserOptions("carol", queue=False), FakeHelm(), WorkspaceKube(FakeApiServer(), kueue=True))
 
 
 def test_failed_first_install_leaves_no_namespace():
@@ -198,17 +243,74 @@ def test_a_refused_request_names_the_object_and_a_forbidden_one_is_exit_3():
         actions.require_workspace("alice", kube)
 
 
-def test_remove_keeps_the_namespace_unless_purge():
+def test_remove_revokes_every_account_and_grant_and_keeps_the_volumes_and_the_fence():
     kube, helm = WorkspaceKube(FakeApiServer()), FakeHelm()
     actions.add(UserOptions("alice"), helm, kube)
+    ws = {"app.kubernetes.io/instance": rules.RELEASE}
+    keep = {"helm.sh/resource-policy": "keep"}
+    for path, name, labels, extra in (
+            ("/apis/apps/v1/namespaces/tfhelm-user-alice/deployments", "user-env-notebook", ws, {}),
+            (f"{NS}/services", "user-env-notebook", ws, {}),
+            (f"{NS}/persistentvolumeclaims", "user-env-logs", ws, {"annotations": keep}),
+            ("/apis/networking.k8s.io/v1/namespaces/tfhelm-user-alice/networkpolicies", "user-env-same-namespace",
+             ws, {"annotations": keep}),
+            (f"{NS}/resourcequotas", "user-env", ws, {"annotations": keep}),
+            (f"{NS}/serviceaccounts", "user-env-notebook", ws, {}), (f"{NS}/serviceaccounts", "default", {}, {}),
+            ("/apis/rbac.authorization.k8s.io/v1/namespaces/tfhelm-user-alice/roles", "user-env-notebook", ws, {}),
+            # What the user made with the notebook's account, and a TF cluster's reaper.
+            (f"{NS}/serviceaccounts", "backdoor", {}, {}), (f"{NS}/serviceaccounts", "mnist-reaper", {}, {}),
+            ("/apis/rbac.authorization.k8s.io/v1/namespaces/tfhelm-user-alice/roles", "backdoor", {}, {}),
+            ("/apis/rbac.authorization.k8s.io/v1/namespaces/tfhelm-user-alice/rolebindings", "backdoor", {}, {}),
+            ("/apis/apps/v1/namespaces/tfhelm-user-alice/deployments", "mnist-ps-0",
+             {"app.kubernetes.io/instance": "mnist-ps", CLUSTER_LABEL: "mnist"}, {})):
+        kube.server.put(f"{path}/{name}", {"metadata": {"name": name, "labels": labels, **extra}})
+    kube.server.put(f"{NS}/secrets/backdoor-token", {"metadata": {"name": "backdoor-token"},
+                                                     "type": "kubernetes.io/service-account-token"})
+    kube.server.put(f"{NS}/secrets/sh.helm.release.v1.user-env.v1", {
+        "metadata": {"name": "sh.helm.release.v1.user-env.v1", "labels": {"owner": "helm", "name": "user-env"}},
+        "data": {"release": "planted; never read"}})
     notes = []
-    assert actions.remove("alice", helm, kube, notify=notes.append)
-    assert list(kube.server.objects) == [NS] and not helm.installed
-    assert notes == [f"uninstalled release tfhelm-user-alice/{rules.RELEASE}",
-                     f"deleted the login token Secret tfhelm-user-alice/{rules.token_secret()}"]
-    assert actions.remove("alice", helm, kube, purge=True)
-    assert not kube.server.objects
-    assert not actions.remove("alice", helm, kube)
+    removal = actions.remove("alice", kube, notify=notes.append)
+    assert removal.deleted == ["Deployment user-env-notebook", "Service user-env-notebook"]
+    assert sorted(removal.kept) == ["NetworkPolicy user-env-same-namespace", "PersistentVolumeClaim user-env-logs",
+                                    "ResourceQuota user-env"]
+    assert removal.revoked == [
+        "ServiceAccount backdoor", "ServiceAccount mnist-reaper", "ServiceAccount user-env-notebook",
+        "RoleBinding backdoor", "Role backdoor", "Role user-env-notebook",
+        "Secret backdoor-token (a ServiceAccount token)", "Secret user-env-notebook-token (the login token)"]
+    assert notes[0] == f"uninstalled release tfhelm-user-alice/{rules.RELEASE} (its objects, by their labels; no hooks run)"
+    assert notes[1].startswith("revoked in tfhelm-user-alice: ServiceAccount backdoor, ")
+    left = {p.rsplit("/", 2)[-2] + "/" + p.rsplit("/", 1)[-1] for p in kube.server.objects if p != NS}
+    assert left == {"serviceaccounts/default", "persistentvolumeclaims/user-env-logs", "resourcequotas/user-env",
+                    "networkpolicies/user-env-same-namespace", "deployments/mnist-ps-0"}
+    assert actions.remove("alice", kube, purge=True) is not None
+    assert NS not in kube.server.objects  # deleted, with everything in it
+    assert actions.remove("alice", kube) is None
+
+
+def test_add_again_drops_a_fence_object_its_values_no_longer_hold():
+    rendered = [{"kind": "NetworkPolicy", "metadata": {"name": "user-env-same-namespace"}},
+                {"kind": "ResourceQuota", "metadata": {"name": "user-env"}}]
+    kube, helm = WorkspaceKube(FakeApiServer()), FakeHelm(rendered=rendered)
+    policy = {"app.kubernetes.io/instance": rules.RELEASE, "app.kubernetes.io/component": "policy"}
+    for path, name in (("/apis/networking.k8s.io/v1/namespaces/tfhelm-user-alice/networkpolicies", "user-env-metrics"),
+                       ("/apis/networking.k8s.io/v1/namespaces/tfhelm-user-alice/networkpolicies",
+                        "user-env-same-namespace"), (f"{NS}/resourcequotas", "user-env")):
+        kube.server.put(f"{path}/{name}", {"metadata": {"name": name, "labels": policy}})
+    notes = []
+    actions.add(UserOptions("alice"), helm, kube, notify=notes.append)
+    assert "deleted NetworkPolicy user-env-metrics from tfhelm-user-alice: the workspace's values no longer hold it" in notes
+    assert not [p for p in kube.server.objects if p.endswith("/user-env-metrics")]
+    assert [p for p in kube.server.objects if p.endswith("/user-env-same-namespace")]
+
+
+def test_add_refuses_a_priority_class_the_cluster_does_not_have_before_changing_anything():
+    kube = WorkspaceKube(FakeApiServer())
+    with pytest.raises(SpecError, match="there is no PriorityClass 'team-high'"):
+        actions.add(UserOptions("alice", priority_classes=["team-high"]), FakeHelm(), kube)
+    assert not kube.server.objects and not kube.applied
+    kube.server.put("/apis/scheduling.k8s.io/v1/priorityclasses/team-high", {"metadata": {"name": "team-high"}})
+    actions.add(UserOptions("alice", priority_classes=["team-high"]), FakeHelm(), kube)
 
 
 def deployment(ns: str, component: str, want: int, available: int, pod_labels: dict) -> tuple[str, dict]:

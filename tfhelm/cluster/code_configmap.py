@@ -59,3 +59,17 @@ def _files(code: dict) -> dict[str, str] | None:
         return None
     size = sum(len(v.encode()) for v in data.values())
     return data if size <= contract.limit("inlineCodeBytes") else None
+
+
+def holds(found: dict, code: dict) -> bool:
+    """Does a ConfigMap found under the code's name hold exactly that code, immutably?"""
+    return not mismatch(found, code)
+
+
+def mismatch(found: dict, code: dict) -> str:
+    """Why a ConfigMap found under the code's name is not that code ("" when it is)."""
+    if (found.get("data") or {}) != code["data"] or found.get("binaryData"):
+        return "other content"
+    if found.get("immutable") is not True:
+        return "mutable"
+    return ""

@@ -17,10 +17,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
-from tfhelm import yamlio
+from tfhelm import releases, yamlio
 from tfhelm.cluster import code_configmap, manifests, spec, training
 from tfhelm.cluster.values import ClusterOptions, ClusterValues, cluster_values
-from tfhelm.errors import SpecError, UsageError
+from tfhelm.contract import CLUSTER_LABEL
+from tfhelm.errors import SpecError, TfhelmError, UsageError
 
 if TYPE_CHECKING:  # the clients are passed in; importing them costs the kubernetes client
     from tfhelm.helm import Helm
@@ -54,6 +55,31 @@ def plan(opts: ClusterOptions) -> Plan:
     if normalized.shape.ps:
         releases.insert(0, Release(spec.ps_release(opts.name), {**values, "components": "ps"}))
     return Plan(opts.name, opts.namespace, values, releases, normalized)
+
+
+def check_queue(p: Plan, kube: Kube) -> None:
+    """A queued cluster (`queue.name`) needs Kueue, its LocalQueue in the namespace and its
+    WorkloadPriorityClass: else a usage error, before anything is made (Kueue itself would
+    keep the cluster waiting for ever, saying why only in its Workload)."""
+    q = p.cluster.effective.get("queue") or {}
+    if not q.get("name"):
+        return
+    from tfhelm.errors import Forbidden
+
+    if not kube.serves_kueue():
+        raise SpecError("queue.name", f"'{q['name']}' is set, but this cluster has no Kueue "
+                        "(kueue.x-k8s.io is not served)", "install Kueue, or leave --queue out")
+    if kube.read_local_queue(p.namespace, q["name"]) is None:
+        raise SpecError("queue.name", f"no Kueue LocalQueue '{q['name']}' in namespace {p.namespace}",
+                        f"see `kubectl get localqueues -n {p.namespace}`")
+    if q.get("priorityClass"):
+        try:
+            found = kube.read_workload_priority_class(q["priorityClass"])
+        except Forbidden:
+            return  # a tenant may not read them; Kueue says it in the Workload if it is wrong
+        if found is None:
+            raise SpecError("queue.priorityClass", f"no Kueue WorkloadPriorityClass '{q['priorityClass']}'",
+                            "see `kubectl get workloadpriorityclasses`")
 
 
 def render(p: Plan, helm: Helm) -> dict[str, list[dict]]:
@@ -103,10 +129,11 @@ class Installed:
                 f"{self.name}` finishes it, `tfhelm down {self.name}` or `tfhelm reap {self.name}` removes it")
 
 
-def find(name: str, namespace: str, helm: Helm, field: str = "NAME") -> Installed:
+def find(name: str, namespace: str, helm: Helm, field: str = "NAME", values: bool = True) -> Installed:
     """The cluster's releases; a release of that name from another chart is a usage error,
-    so `down`, `status`, `reap` and `tfconfig` never act on, say, a user's workspace."""
-    found = helm.releases(namespace, (name, spec.ps_release(name)))
+    so `down`, `status`, `reap` and `tfconfig` never act on, say, a user's workspace.
+    `values`: also read their stored values (what the releases say; shown, never trusted)."""
+    found = helm.releases(namespace, (name, spec.ps_release(name)), values=values)
     for release, stored in found.items():
         if stored.chart != CHART:
             raise SpecError(field, f"release {namespace}/{release} holds chart {stored.chart}, not a TF "
@@ -189,17 +216,20 @@ class Rendering:
 
 
 def up(p: Plan, helm: Helm, kube: Kube, notify: Notify = lambda _: None,
-       replace: bool = False, rendering: Rendering | None = None) -> Change:
+       replace: bool = False, rendering: Rendering | None = None, force: bool = False) -> Change:
     """Install or upgrade both releases, without ever leaving a half-made cluster:
 
     1. render (schema, templates) and meanwhile read what exists (the releases, the Jobs,
        the PVCs): a bad value is refused before anything touches the cluster; then take the
-       cluster's install lock (one `up` of a name at a time, tfhelm/cluster/lock.py) as it was
-       before those reads, or take it and read again; a change that replaces Jobs that ran
-       or run is refused unless `replace` (their pods and status would go);
-    2. a server-side dry run of every object: nothing changes before the API server
-       admitted the whole cluster (quota, Pod Security, policies). It also names what was
-       edited by hand since (drift), which the install sets back to the chart's values;
+       cluster's install lock (one `up` of a name at a time, tfhelm/cluster/lock.py; `force`
+       takes it over) as it was before those reads, or take it and read again; a change that
+       replaces Jobs that ran or run is refused unless `replace` (their pods and status
+       would go), and so is an existing release whose stored record names objects its chart
+       never makes there (Helm's upgrade would delete them: tfhelm/releases.py);
+    2. a server-side dry run of every object, and of one pod of each workload: nothing
+       changes before the API server admitted the whole cluster (quota, GPUs, limits, Pod
+       Security, policies). It also names what was edited by hand since (drift), which the
+       install sets back to the chart's values;
     3. with `replace`, delete the Jobs the change replaces and wait until their pods are gone
        (old and new tasks side by side would register twice in the TF cluster);
     4. create the shipped code's ConfigMap (inline code, `ship_code`), then install/upgrade
@@ -215,6 +245,7 @@ def up(p: Plan, helm: Helm, kube: Kube, notify: Notify = lambda _: None,
     p, code = rendering.plan, rendering.code
     try:  # meanwhile, reads only: the Lease as it is, then what the cluster has
         kube.ping()
+        check_queue(p, kube)
         seen = lock.peek(kube, p.namespace, p.name)
         found = _look(p, helm, kube)
     except Exception:
@@ -223,7 +254,10 @@ def up(p: Plan, helm: Helm, kube: Kube, notify: Notify = lambda _: None,
     rendered = rendering.result()
     made_namespace = kube.ensure_namespace(p.namespace)  # the lock lives in it
     try:
-        with lock.InstallLock(kube, p.namespace, p.name, seen) as held:
+        with lock.InstallLock(kube, p.namespace, p.name, seen, force=force) as held:
+            if held.taken_from:
+                notify(f"took the install lock (Lease {p.namespace}/{held.name}) over from "
+                       f"{held.taken_from} (--force)")
             if not held.fenced:  # another `up` took the Lease since: look again
                 found = _look(p, helm, kube)
             return _install(p, code, rendered, found, helm, kube, notify, replace, made_namespace)
@@ -254,9 +288,14 @@ def _look(p: Plan, helm: Helm, kube: Kube) -> _Found:
 def _install(p: Plan, code: dict | None, rendered: dict[str, list[dict]], found: _Found, helm: Helm, kube: Kube,
              notify: Notify, replace: bool, made_namespace: bool) -> Change:
     installed, pvcs_before = found.installed, found.pvcs
-    change = change_of(p, rendered, installed, found.jobs)
     existing = {p.name} if installed.workload else set()
     existing |= {spec.ps_release(p.name)} if installed.ps else set()
+    kinds = frozenset(RELEASE_KINDS) - releases.CLUSTER_SCOPED
+    for r in p.releases:  # Helm's upgrade deletes what the stored record names: check it first
+        if r.name in existing:
+            releases.check_records(kube, p.namespace, r.name, kinds,
+                                   frozenset((o["kind"], o["metadata"]["name"]) for o in rendered[r.name]))
+    change = change_of(p, rendered, installed, found.jobs)
     rerun = replace and change.current and not (change.values or change.replaced)
     for line in [] if rerun else change.lines():
         notify(line)
@@ -268,9 +307,12 @@ def _install(p: Plan, code: dict | None, rendered: dict[str, list[dict]], found:
                              "--replace to do it, or `tfhelm down` first")
     created: list[str] = []
     made_code = False
+    # A ConfigMap under the shipped code's name is trusted by its content, not its name.
+    found_code = kube.read("ConfigMap", p.namespace, code["metadata"]["name"]) if code else None
     try:
-        shipped = [code] if code else []
-        drift = kube.dry_run_apply(p.namespace, shipped + [o for r in p.releases for o in rendered[r.name]])
+        shipped = [code] if code and found_code is None else []
+        objects = [o for r in p.releases for o in rendered[r.name]]
+        drift = kube.dry_run_apply(p.namespace, shipped + objects + _probes(kube, p.namespace, objects))
         notify(f"the API server admits every object of {p.namespace}/{p.name} (server-side dry run)")
         for d in drift:
             notify(f"drift: {d}; set back to the chart's value")
@@ -279,9 +321,7 @@ def _install(p: Plan, code: dict | None, rendered: dict[str, list[dict]], found:
             for name in kube.delete_jobs(p.namespace, p.name, None if rerun else [j.name for j in change.replaced]):
                 notify(f"deleted Job {p.namespace}/{name}{' for a new run' if rerun else ''}; its pods are gone")
         if code:
-            made_code = kube.create_configmap(p.namespace, code)
-            if made_code:
-                notify(f"shipped the code in ConfigMap {p.namespace}/{code['metadata']['name']}")
+            made_code = _ship(kube, p.namespace, code, found_code, notify)
         for r in p.releases:
             notify(f"{'upgrading' if r.name in existing else 'installing'} release {p.namespace}/{r.name}")
         # Both at once, neither waits: the PS mount the volumes the workload release makes,
@@ -298,6 +338,36 @@ def _install(p: Plan, code: dict | None, rendered: dict[str, list[dict]], found:
         raise
     _tidy(p, code, rendered, installed, helm, kube, notify)
     return change
+
+
+def _probes(kube: Kube, namespace: str, objects: list[dict]) -> list[dict]:
+    """One trial pod per workload (manifests.pod_probes) whose ServiceAccount exists already:
+    the API server admits no pod of an account that does not (a new namespace's `default`, an
+    account this install makes), and a new namespace has no quota or limits to try anyway."""
+    probes = manifests.pod_probes(objects)
+    accounts = {p["spec"].get("serviceAccountName") or "default" for p in probes}
+    present = {a for a in accounts if kube.read("ServiceAccount", namespace, a) is not None}
+    return [p for p in probes if (p["spec"].get("serviceAccountName") or "default") in present]
+
+
+def _ship(kube: Kube, namespace: str, code: dict, found: dict | None, notify: Notify) -> bool:
+    """Create the shipped code's ConfigMap, named by its content. One of that name that holds
+    other content, or could be changed (not immutable), is someone else's: replaced, not run.
+    True when this call made it."""
+    name = code["metadata"]["name"]
+    for _ in range(3):
+        if found is not None and code_configmap.holds(found, code):
+            return False
+        if found is not None:
+            notify(f"ConfigMap {namespace}/{name} did not hold the code its name says "
+                   f"({code_configmap.mismatch(found, code)}); replaced with yours")
+            kube.delete_configmap(namespace, name)
+        if kube.create_configmap(namespace, code):
+            notify(f"shipped the code in ConfigMap {namespace}/{name}")
+            return True
+        found = kube.read("ConfigMap", namespace, name)
+    raise TfhelmError(f"ConfigMap {namespace}/{name} is made again with other content as soon as it "
+                      "is replaced: someone writes it in the namespace; nothing was installed")
 
 
 def _tidy(p: Plan, code: dict | None, rendered: dict[str, list[dict]], installed: Installed,
@@ -317,7 +387,7 @@ def _tidy(p: Plan, code: dict | None, rendered: dict[str, list[dict]], installed
     stale_ps = spec.ps_release(p.name)
     with ThreadPoolExecutor(2, thread_name_prefix="tfhelm-tidy") as pool:
         done = [pool.submit(own), pool.submit(sweep)]
-        if not p.shape.ps and installed.ps and helm.uninstall(stale_ps, p.namespace):
+        if not p.shape.ps and installed.ps and remove_release(kube, p.namespace, p.name, stale_ps).found:
             notify(f"removed release {p.namespace}/{stale_ps} (no parameter servers any more)")
         for f in done:
             f.result()
@@ -329,7 +399,7 @@ def _undo(p: Plan, helm: Helm, kube: Kube, created: list[str], pvcs_before: set[
     PVCs on uninstall) and the namespace, if this call created it."""
     for name in reversed(created):
         notify(f"removing release {p.namespace}/{name} again")
-        helm.uninstall(name, p.namespace)
+        remove_release(kube, p.namespace, p.name, name)
     if made_namespace:
         return  # up() deletes it, with everything in it, once the lock is released
     for pvc in sorted(kube.pvc_names(p.namespace, p.name) - pvcs_before):
@@ -337,17 +407,34 @@ def _undo(p: Plan, helm: Helm, kube: Kube, created: list[str], pvcs_before: set[
         kube.delete_pvc(p.namespace, pvc)
 
 
+# A tf-cluster release's kinds, in the order they go: the tasks first, RBAC last.
+RELEASE_KINDS = ("Job", "Deployment", "Pod", "Service", "ConfigMap", "NetworkPolicy", "PodMonitor",
+                 "PrometheusRule", "PersistentVolumeClaim", "StorageClass", "RoleBinding", "Role",
+                 "ServiceAccount")
+
+
+def remove_release(kube: Kube, namespace: str, name: str, release: str) -> releases.Removed:
+    """One release of cluster `name` removed by its labels, never by its record (whoever may
+    write Secrets in the namespace may rewrite that: tfhelm/releases.py). PVCs stay (Helm's
+    keep), unless `storage.keepOnUninstall` was false."""
+    return releases.remove(kube, namespace, release, RELEASE_KINDS, selector=f"{CLUSTER_LABEL}={name}")
+
+
 def down(name: str, namespace: str, helm: Helm, kube: Kube, purge: bool = False,
                notify: Notify = lambda _: None, mounted: Mounted = lambda namespace, claim: None) -> bool:
-    """Uninstall both releases (an interrupted install's PS release too); PVCs (data, logs,
-    checkpoints) stay unless `purge`. Returns False when there was nothing to remove.
-    `mounted`: see kept_volumes."""
-    values = find(name, namespace, helm).values or {}
+    """Remove both releases (an interrupted install's PS release too) by their labels,
+    without running any hook; PVCs (data, logs, checkpoints) stay unless `purge`. Returns
+    False when there was nothing to remove. `mounted`: see kept_volumes."""
+    find(name, namespace, helm, values=False)  # refuses another chart's release of that name
+    volumes = claims_of(kube, namespace, name)  # what the tasks mount, as they run now
     found = False
     for release in (spec.ps_release(name), name):
-        if helm.uninstall(release, namespace):
+        if remove_release(kube, namespace, name, release).found:
             found = True
-            notify(f"uninstalled release {namespace}/{release}")
+            notify(f"uninstalled release {namespace}/{release} (its objects, by their labels; no hooks run)")
+    released = kube.release_tracking_finalizers(namespace, f"{CLUSTER_LABEL}={name}")
+    if released:  # its Jobs are gone: nothing to count, and nothing must keep the pods
+        notify(f"released {len(released)} pod(s) of its deleted Jobs from the Job controller's finalizer")
     # Its owner's deletion removes it too, but in the background (and an `up` killed before
     # setting the owner left it ownerless).
     for configmap in kube.configmap_names(namespace, code_configmap.selector(name)):
@@ -359,9 +446,24 @@ def down(name: str, namespace: str, helm: Helm, kube: Kube, purge: bool = False,
         for pvc in kube.delete_pvcs(namespace, name):
             found = True
             notify(f"deleted PersistentVolumeClaim {namespace}/{pvc}")
-        for line in kept_volumes(name, namespace, values, mounted):
+        for line in kept_volumes(name, namespace, volumes, mounted):
             notify(line)
     return found
+
+
+def claims_of(kube: Kube, namespace: str, name: str) -> dict:
+    """The volumes a cluster mounts but did not make (a user's logs and data volumes), as
+    the `storage.*.existingClaim` values they came from, read from its running objects (not
+    from its release's stored values, which whoever writes Secrets there may rewrite)."""
+    objects = kube.objects(namespace, name)
+    own = {p.metadata.name for p in objects.pvcs}
+    storage: dict = {}
+    for workload in [*objects.jobs, *objects.deployments]:
+        for volume in workload.spec.template.spec.volumes or []:
+            claim = volume.persistent_volume_claim
+            if volume.name in ("logs", "data") and claim and claim.claim_name not in own:
+                storage[volume.name] = {"existingClaim": claim.claim_name}
+    return {"storage": storage}
 
 
 def kept_volumes(name: str, namespace: str, values: dict,
@@ -389,12 +491,12 @@ def kept_volumes(name: str, namespace: str, values: dict,
 
 
 def remove_interrupted(name: str, namespace: str, helm: Helm, kube: Kube) -> bool:
-    """Uninstall the PS release of an interrupted install (no workload release, no Jobs):
+    """Remove the PS release of an interrupted install (no workload release, no Jobs):
     nothing trains, so nothing is lost. False when the cluster is not in that state."""
-    found = find(name, namespace, helm)
+    found = find(name, namespace, helm, values=False)
     if not found.interrupted or kube.objects(namespace, name).jobs:
         return False
-    return helm.uninstall(spec.ps_release(name), namespace)
+    return remove_release(kube, namespace, name, spec.ps_release(name)).found
 
 
 def cluster_config(name: str, namespace: str, helm: Helm) -> tuple[dict, dict]:

@@ -1,7 +1,8 @@
 """List, then watch, one kind of object in a background thread, onto a queue that a main
 loop reads: what the reaper does with a cluster's Jobs and Succeeded pods, and `tfhelm up
 --wait` with those and the PS Deployments. A feed resumes from the last resourceVersion,
-lists again on 410 Gone, and backs off while the API server is away."""
+lists again on 410 Gone, and backs off while the API server is away. Standard library only:
+the in-cluster reaper runs this too, with its own door to the API server."""
 
 from __future__ import annotations
 
@@ -12,8 +13,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
-from tfhelm.errors import forbidden, user_facing
-from tfhelm.kube import Gone
+from tfhelm.errors import Gone
 
 # Server-side watch timeout: the API server ends the watch and we resume it from the last
 # resourceVersion; the client-side read timeout above it catches half-open connections.
@@ -54,17 +54,22 @@ class Fatal:
 
 Lister = Callable[[], tuple[list, str]]
 Watcher = Callable[[str, int], Iterator[tuple[str, object, str]]]  # (rv, timeout) -> (type, obj, rv)
+# An error retrying cannot cure (RBAC's refusal) -> the error to stop with; None: retry.
+Refused = Callable[[Exception], Exception | None]
 
 
 class Feed:
     """One kind of object (`name`, e.g. "jobs") onto `events`, until `stop` is set.
-    `optional`: a feed the main loop can do without; when RBAC refuses it, it says so in a
-    Note and ends instead of stopping the loop with Fatal."""
+    `refused` tells the errors retrying cannot cure (the door's: RBAC). `optional`: a feed the
+    main loop can do without; when RBAC refuses it, it says so in a Note and ends instead of
+    stopping the loop with Fatal."""
 
     def __init__(self, name: str, what: str, lister: Lister, watcher: Watcher, events: queue.Queue,
-                 stop: threading.Event, backoff: tuple[float, float] = (0.2, 5.0), optional: str = ""):
+                 stop: threading.Event, backoff: tuple[float, float] = (0.2, 5.0), optional: str = "",
+                 refused: Refused = lambda e: None):
         self.name, self.what, self.lister, self.watcher = name, what, lister, watcher
         self.events, self.stop, self.backoff, self.optional = events, stop, backoff, optional
+        self.refused = refused
         self.thread = threading.Thread(target=self._run, name=f"tfhelm-watch-{name}", daemon=True)
 
     def start(self) -> "Feed":
@@ -93,8 +98,9 @@ class Feed:
             except Exception as e:  # the API server went away, a connection dropped...
                 if self.stop.is_set():
                     return
-                if forbidden(e):  # retrying cannot help
-                    self.events.put(Note(self.optional) if self.optional else Fatal(user_facing(e)))
+                refusal = self.refused(e)
+                if refusal is not None:  # retrying cannot help
+                    self.events.put(Note(self.optional) if self.optional else Fatal(refusal))
                     return
                 self.events.put(WatchFailed(f"{type(e).__name__}: {e}".splitlines()[0][:200]))
                 self.stop.wait(delay * random.uniform(0.8, 1.2))

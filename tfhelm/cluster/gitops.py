@@ -11,8 +11,9 @@ from tfhelm.cluster.deploy import Plan, Release
 
 def releases(p: Plan, one: bool = False) -> list[Release]:
     """The plan's releases, with the in-cluster reaper on in the workload release when there
-    are parameter servers: no `tfhelm up --reap` runs beside a GitOps controller, and PS
-    never exit by themselves. An explicit `reaper.enabled` in the values wins.
+    are parameter servers (the chart's default, written out so the repository says it: no
+    `tfhelm up --reap` runs beside a GitOps controller, and PS never exit by themselves). An
+    explicit `reaper.enabled` in the values wins.
 
     `one`: a single release holding everything (`components: all`), for controllers that
     would reinstall a separately uninstalled PS release (Flux); the reaper then deletes the

@@ -3,8 +3,9 @@
 is used only by the process supervisor below it, so the two are read together.)
 
 Every task gets the TF_CONFIG that tfhelm.cluster.spec computes for the chart (the same code the
-chart is tested against), with every host mapped to 127.0.0.1 and a free port, and runs
-the chart's entrypoint, tfhelm/launcher.py, in the mode the chart gives it:
+chart is tested against), with every host mapped to 127.0.0.1 and a free port, and the
+environment the chart's contract names, and runs the chart's own copy of the launcher
+(tfhelm/pod/launcher.py, as `make chart-files` ships it) in the mode the chart gives it:
 
 - PS tasks, and workers in `--in-graph` mode (the chief drives them): `launcher.py server`;
 - workers in `--between-graph` mode (the chart's default), the chief and the evaluator:
@@ -29,14 +30,15 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tfhelm import launcher as _launcher
+from tfhelm import contract
 from tfhelm.cluster import spec, training
+from tfhelm.cluster.options import FINISH_GRACE
 from tfhelm.errors import UsageError
 
-LAUNCHER = Path(_launcher.__file__)
-SERVER, SCRIPT = "server", "script"
+LAUNCHER = contract.charts_dir().joinpath("tf-cluster", *contract.LIBRARY, "files", "task", "launcher.py")
+SERVER, SCRIPT = (contract.task("modes")[m] for m in ("server", "script"))
+SERVERS = contract.task("servers")  # the roles that serve, by mode
 LOCAL_HOST = "127.0.0.1"
-FINISH_GRACE = 10.0  # seconds for script tasks to finish after completion; then SIGTERM
 KILL_AFTER = 5.0  # seconds between SIGTERM and SIGKILL
 
 TaskKey = tuple[str, int]
@@ -66,9 +68,7 @@ class LocalTask:
 
 def task_mode(task_type: str, in_graph: bool) -> str:
     """What a task runs, as in the chart: PS always serve; in-graph workers serve too."""
-    if task_type == "ps" or (task_type == "worker" and in_graph):
-        return SERVER
-    return SCRIPT
+    return SERVER if task_type in SERVERS["in-graph" if in_graph else "between-graph"] else SCRIPT
 
 
 def free_ports(count: int, host: str = LOCAL_HOST) -> list[int]:
@@ -177,16 +177,17 @@ class RunResult:
 def task_env(task: LocalTask, dirs: RunDirs, base_env: Mapping[str, str] | None = None,
              inline_tf_config: bool = True) -> dict[str, str]:
     env = dict(os.environ if base_env is None else base_env)
+    names = contract.contract()["env"]
     env.update({
-        "TFHELM_CLUSTER_SPEC_FILE": str(dirs.cluster_file),
-        "TFHELM_TASK_TYPE": task.type,
-        "TFHELM_TASK_INDEX": str(task.index),
-        "TFHELM_DATA_DIR": str(dirs.data),
-        "TFHELM_LOG_DIR": str(dirs.log),
-        "TFHELM_CHECKPOINT_DIR": str(dirs.checkpoints),
+        names["clusterSpecFile"]: str(dirs.cluster_file),
+        names["taskType"]: task.type,
+        names["taskIndex"]: str(task.index),
+        names["dataDir"]: str(dirs.data),
+        names["logDir"]: str(dirs.log),
+        names["checkpointDir"]: str(dirs.checkpoints),
         "PYTHONUNBUFFERED": "1",
         # The launcher asks the kernel for SIGTERM when we die, even by SIGKILL.
-        "TFHELM_PARENT_PID": str(os.getpid()),
+        names["parentPid"]: str(os.getpid()),
     })
     if inline_tf_config:
         env["TF_CONFIG"] = spec.dumps(task.tf_config)

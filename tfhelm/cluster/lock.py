@@ -25,7 +25,7 @@ from datetime import datetime, timedelta, timezone
 from tfhelm.errors import TfhelmError, UsageError
 from tfhelm.kube import CLUSTER_LABEL, JsonObject
 
-DURATION = 30  # seconds a Lease holds without renewal
+DURATION = 30  # seconds a Lease holds without renewal: the most any Lease is taken to hold
 RENEW_EVERY = 10
 
 
@@ -55,10 +55,20 @@ def _micro_time(t: datetime) -> str:
     return t.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-def expired(lease: JsonObject, now: datetime) -> bool:
+def expires(lease: JsonObject, now: datetime) -> datetime | None:
+    """When a Lease frees itself, bounded whatever it says: tfhelm writes DURATION, so a longer
+    duration counts as DURATION, and a renewal more than DURATION ahead of this clock (a
+    holder's clock far off, or a Lease written by hand) as none. None: it is free now."""
     spec = lease.spec
     renewed = spec.renew_time or spec.acquire_time
-    return renewed is None or renewed + timedelta(seconds=spec.lease_duration_seconds or DURATION) < now
+    if renewed is None or renewed > now + timedelta(seconds=DURATION):
+        return None
+    end = renewed + timedelta(seconds=min(spec.lease_duration_seconds or DURATION, DURATION))
+    return end if end >= now else None
+
+
+def expired(lease: JsonObject, now: datetime) -> bool:
+    return expires(lease, now) is None
 
 
 UNSEEN = object()  # InstallLock(seen=...): no look at the Lease before
@@ -74,11 +84,12 @@ class InstallLock:
     Locked naming who holds it. The namespace must exist. `seen`: the Lease as `peek` saw it
     before reads made without the lock; `fenced` then says whether those reads stand."""
 
-    def __init__(self, kube, namespace: str, cluster: str, seen=UNSEEN):
+    def __init__(self, kube, namespace: str, cluster: str, seen=UNSEEN, force: bool = False):
         self.kube = kube
         self.namespace, self.cluster = namespace, cluster
         self.name, self.me = lease_name(cluster), holder_identity()
         self.seen, self.fenced = seen, False
+        self.force, self.taken_from = force, None  # `--force`: whose Lease it took over
         self._lease: dict | None = None  # the Lease as stored (the API's JSON)
         self._stop = threading.Event()
         self._renewer: threading.Thread | None = None
@@ -109,13 +120,20 @@ class InstallLock:
         return self.kube.replace_lease(self.namespace, self._body(now, held.metadata.resource_version))
 
     def _refuse_if_held(self, held: JsonObject, now: datetime) -> None:
-        if held.spec.holder_identity and not expired(held, now):
-            since = held.spec.acquire_time
-            raise Locked(f"--name: another `tfhelm up` of {self.namespace}/{self.cluster} is installing "
-                         f"(held by {held.spec.holder_identity}"
-                         + (f" since {since:%H:%M:%S} UTC" if since else "") + "); nothing was changed. "
-                         f"Run it again once that one is done (a holder that died frees it within "
-                         f"{held.spec.lease_duration_seconds or DURATION}s)")
+        end = expires(held, now)
+        if not held.spec.holder_identity or end is None:
+            return
+        if self.force:
+            self.taken_from = held.spec.holder_identity
+            return
+        since = held.spec.acquire_time
+        left = max(1, int((end - now).total_seconds() + 0.999))
+        raise Locked(f"--name: another `tfhelm up` of {self.namespace}/{self.cluster} is installing "
+                     f"(held by {held.spec.holder_identity}"
+                     + (f" since {since:%H:%M:%S} UTC" if since else "") + "); nothing was changed. "
+                     f"Run it again once that one is done; if it died, its Lease {self.name} frees "
+                     f"itself within {left}s, or `--force` takes it over now (only if no `tfhelm up` "
+                     "of this cluster runs)")
 
     def _body(self, now: datetime, resource_version: str | None = None) -> dict:
         labels = {CLUSTER_LABEL: self.cluster, "app.kubernetes.io/managed-by": "tfhelm"}

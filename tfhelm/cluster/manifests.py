@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 
-from tfhelm import contract, launcher
+from tfhelm import contract
+from tfhelm.pod import tfconfig
 
 
 def render(values: dict, release: str, namespace: str, chart: str = "tf-cluster") -> list[dict]:
@@ -32,10 +33,20 @@ def cluster_config(manifests: list[dict]) -> tuple[dict[str, list[str]], str]:
     the generation (the hash in Job names) a rendered release carries in its config
     ConfigMap: the chart computes them, tfhelm reads them."""
     data = config_map(manifests)["data"]
-    return launcher.expand_cluster(json.loads(data["cluster-spec.json"])), data["generation"]
+    return tfconfig.expand_cluster(json.loads(data["cluster-spec.json"])), data["generation"]
 
 
 def job_names(manifests: list[dict]) -> dict[str, str]:
     """{role: Job name} of a rendered release."""
     return {j["metadata"]["labels"][contract.ROLE_LABEL]: j["metadata"]["name"]
             for j in by_kind(manifests, "Job")}
+
+
+def pod_probes(manifests: list[dict]) -> list[dict]:
+    """A Pod for each Job's and Deployment's template, named as its workload: what a server-side
+    dry run must admit too, since the API server checks a workload's pods (quota, GPUs,
+    LimitRange, Pod Security's enforcement, policies) only when its controller makes them."""
+    return [{"apiVersion": "v1", "kind": "Pod",
+             "metadata": {"name": o["metadata"]["name"], "labels": o["spec"]["template"]["metadata"].get("labels") or {}},
+             "spec": o["spec"]["template"]["spec"]}
+            for o in manifests if o.get("kind") in ("Job", "Deployment")]

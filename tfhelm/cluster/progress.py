@@ -7,7 +7,6 @@ once, at the end."""
 
 from __future__ import annotations
 
-import contextlib
 import queue
 import threading
 import time
@@ -15,9 +14,12 @@ import time
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn
 
+from tfhelm.apierrors import refusal
 from tfhelm.cluster import feed, report, training
 from tfhelm.cluster.spec import Shape
-from tfhelm.errors import TimedOut
+from tfhelm.console import printable
+from tfhelm.errors import TimedOut, TrainingFailed
+from tfhelm.contract import KUEUE_JOB_UID
 from tfhelm.kube import CLUSTER_LABEL, ROLE_LABEL, JsonObject, Kube, Watches
 
 JOB_ROLES = ("chief", "worker", "evaluator")
@@ -36,80 +38,143 @@ def counts(jobs: list[training.JobRow], deployments: list, finishing: str,
 
 
 def feeds(kube: Kube, namespace: str, name: str, finishing: str, events: queue.Queue,
-          watches: Watches) -> list[feed.Feed]:
-    """The cluster's Jobs, PS Deployments and `finishing` Succeeded pods onto `events`."""
+          watches: Watches, queued: bool = False) -> list[feed.Feed]:
+    """The cluster's Jobs, PS Deployments and `finishing` Succeeded pods onto `events`; a
+    queued cluster's Kueue Workloads too (those of the namespace's Jobs: the worker Job's uid
+    is not known yet)."""
     sel, stop = f"{CLUSTER_LABEL}={name}", threading.Event()
     ps, pods = f"{sel},{ROLE_LABEL}=ps", f"{sel},{ROLE_LABEL}={finishing}"
 
     def of(name: str, what: str, kind: str, selector: str) -> feed.Feed:
         return feed.Feed(name, what, lambda: kube.listing(kind, namespace, selector),
-                         lambda rv, t: kube.watch(watches, kind, namespace, selector, rv, t), events, stop)
+                         lambda rv, t: kube.watch(watches, kind, namespace, selector, rv, t), events, stop,
+                         refused=refusal)
     return [of("jobs", "Jobs", "Job", sel), of("deployments", "Deployments", "Deployment", ps),
             feed.Feed("pods", "pods", lambda: kube.succeeded_pods(namespace, pods),
                       lambda rv, t: kube.watch_succeeded_pods(watches, namespace, pods, rv, t), events, stop,
-                      optional="no read access to pods")]
+                      optional="no read access to pods", refused=refusal),
+            *([of("workloads", "Kueue Workloads", "Workload", KUEUE_JOB_UID)] if queued else [])]
 
 
-def wait_for_training(kube: Kube, namespace: str, name: str, shape: Shape, console: Console,
-                      timeout: float = 3600) -> tuple[str, bool]:
+class ConsoleBars:
+    """How `tfhelm up --wait` shows a wait on a rich Console: live bars on a terminal, one
+    plain line per change on a pipe or in a log file. (The Python API has one for Jupyter:
+    tfhelm/api/display.py; any object with these four methods will do.)"""
+
+    def __init__(self, console: Console):
+        self.console = console
+        self._bar: Progress | None = None
+        self._ids: list = []
+        self._labels: list[str] = []
+        self._last: list[int] | None = None
+
+    def start(self, bars: list[tuple[str, int]]) -> None:
+        """Bars of (label, total), at 0."""
+        self._labels = [label for label, _ in bars]
+        self._totals = [total for _, total in bars]
+        if self.console.is_terminal:
+            self._bar = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
+                                 MofNCompleteColumn(), console=self.console, transient=False)
+            self._bar.start()
+            self._ids = [self._bar.add_task(label, total=total) for label, total in bars]
+
+    def update(self, counts: list[int]) -> None:
+        if self._bar:
+            for task, n in zip(self._ids, counts):
+                self._bar.update(task, completed=n)
+        elif counts != self._last:
+            self.console.print(", ".join(f"{label}: {n}/{total}" for label, n, total
+                                         in zip(self._labels, counts, self._totals)),
+                               markup=False, highlight=False, soft_wrap=True)
+        self._last = counts
+
+    def note(self, text: str) -> None:
+        self.console.print(text, markup=False, highlight=False, soft_wrap=True)
+
+    def stop(self) -> None:
+        if self._bar:
+            self._bar.stop()
+
+
+def wait_for_training(kube: Kube, namespace: str, name: str, shape: Shape, display: Console | ConsoleBars,
+                      timeout: float = 3600, until: str = "done", queued: bool = False) -> tuple[str, bool]:
     """Until the training is decided (the reaper's rule); returns "Complete" or "Failed",
-    and whether the pods only ran on simulated (kwok) nodes, where no container runs."""
+    and whether the pods only ran on simulated (kwok) nodes, where no container runs.
+    `until="serving"`: until every task started (an in-graph cluster of servers, which its
+    client drives), then "Serving". `display`: a rich Console (ConsoleBars) or bars of its own.
+    `queued`: the cluster waits in a Kueue queue; where it stands is a note at each change."""
+    bars = ConsoleBars(display) if isinstance(display, Console) else display
     total = sum(shape.count(r) for r in ("chief", "worker", "ps", "evaluator"))
     finishing = "chief" if shape.chief else "worker"
     goal = 1 if shape.chief else shape.workers
     deadline = time.monotonic() + timeout
-    started_text, done_text = f"tasks of {namespace}/{name} started", f"{finishing} tasks succeeded"
-    # A terminal gets live bars; a pipe or a log file gets one plain line per change.
-    bar = (Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
-                    MofNCompleteColumn(), console=console, transient=False)
-           if console.is_terminal else None)
+    shown = [(f"tasks of {namespace}/{name} started", total)]
+    if until == "done":
+        shown.append((f"{finishing} tasks succeeded", goal))
     events: queue.Queue = queue.Queue()
     watches = Watches()
-    running = [f.start() for f in feeds(kube, namespace, name, finishing, events, watches)]
-    seen, last = _Seen(console), None
+    running = [f.start() for f in feeds(kube, namespace, name, finishing, events, watches, queued)]
+    seen, place = _Seen(bars), None
+    bars.start(shown)
     try:
-        with bar or contextlib.nullcontext():
-            if bar:
-                started = bar.add_task(started_text, total=total)
-                done = bar.add_task(done_text, total=goal)
-            while True:
-                try:
-                    left = deadline - time.monotonic()
-                    if left <= 0:  # also when events keep coming
-                        raise queue.Empty
-                    seen.apply(events.get(timeout=left))
-                except queue.Empty:
-                    raise TimedOut(f"{namespace}/{name}: training not finished after {timeout:.0f}s "
-                                   "(--timeout)") from None
-                while not events.empty():  # what came meanwhile, then one update for all
-                    seen.apply(events.get_nowait())
-                if seen.listed != {"jobs", "deployments"}:
-                    continue
-                jobs = training.job_rows(seen.objects["jobs"].values())
-                now = counts(jobs, list(seen.objects["deployments"].values()), finishing, seen.pods)
-                now = (min(now[0], total), min(now[1], goal))
-                if bar:
-                    bar.update(started, completed=now[0])
-                    bar.update(done, completed=now[1])
-                elif now != last:
-                    console.print(f"{started_text}: {now[0]}/{total}, {done_text}: {now[1]}/{goal}",
-                                  markup=False, highlight=False, soft_wrap=True)
-                last = now
-                outcome = training.training_done(jobs, pods=seen.pods)
-                if outcome:
-                    break
+        while True:
+            try:
+                left = deadline - time.monotonic()
+                if left <= 0:  # also when events keep coming
+                    raise queue.Empty
+                seen.apply(events.get(timeout=left))
+            except queue.Empty:
+                waited = "training not finished" if until == "done" else "tasks not all started"
+                raise TimedOut(f"{namespace}/{name}: {waited} after {timeout:.0f}s (--timeout)") from None
+            while not events.empty():  # what came meanwhile, then one update for all
+                seen.apply(events.get_nowait())
+            if not {"jobs", "deployments"} <= seen.listed:
+                continue
+            if not seen.objects["jobs"]:  # `up` made them: gone means removed meanwhile
+                raise TrainingFailed(f"{namespace}/{name} was removed while waiting (its Jobs are "
+                                     "gone: `tfhelm down`?); the training did not finish")
+            jobs = training.job_rows(seen.objects["jobs"].values())
+            if queued and (stands := _standing(kube, namespace, jobs, seen)) != place:
+                place = stands
+                if stands:
+                    bars.note(printable(f"queue: {stands}"))
+            now = counts(jobs, list(seen.objects["deployments"].values()), finishing, seen.pods)
+            now = (min(now[0], total), min(now[1], goal))
+            bars.update(list(now[:len(shown)]))
+            outcome = training.training_done(jobs, pods=seen.pods) if until == "done" else (
+                "Serving" if now[0] >= total else None)
+            if outcome:
+                break
     finally:
         feed.end(running, watches.stop)
+        bars.stop()
     return outcome, kube.ran_only_on_simulated_nodes(namespace, name)
+
+
+def _standing(kube: Kube, namespace: str, jobs: list[training.JobRow], seen: "_Seen") -> str | None:
+    """Where the queued cluster stands, as a line: read again only when its Job or Workload
+    changed (one Workload read and, for the reason, one ClusterQueue read)."""
+    workers = training.current_jobs(jobs).get("worker")
+    if workers is None:
+        return None
+    mine = [w for w in seen.objects["workloads"].values()
+            if (w.metadata.labels or {}).get(KUEUE_JOB_UID) == workers.uid]
+    key = (workers.uid, workers.suspended, tuple(str(w.metadata.resource_version) for w in mine))
+    if key != seen.queue_key:
+        seen.queue_key = key
+        info = report.queue_info(kube, namespace, jobs)
+        seen.queue_line = f"{info.state}: {info.line}" if info else None
+    return seen.queue_line
 
 
 class _Seen:
     """What the feeds told so far: the Jobs and PS Deployments (JSON, by uid), the
     Succeeded pods (counts)."""
 
-    def __init__(self, console: Console):
-        self.console = console
-        self.objects: dict[str, dict] = {"jobs": {}, "deployments": {}}
+    def __init__(self, bars: ConsoleBars):
+        self.bars = bars
+        self.objects: dict[str, dict] = {"jobs": {}, "deployments": {}, "workloads": {}}
+        self.queue_key, self.queue_line = None, None
         self.pods, self.listed, self.unreachable = training.SucceededTasks(), set(), False
 
     def apply(self, event) -> None:
@@ -118,8 +183,7 @@ class _Seen:
                 raise error
             case feed.WatchFailed(reason) if not self.unreachable:
                 self.unreachable = True  # one line; the feeds retry until the timeout
-                self.console.print(f"API server unreachable, retrying ({reason})", markup=False,
-                                   highlight=False, soft_wrap=True)
+                self.bars.note(printable(f"API server unreachable, retrying ({reason})"))
             case feed.Listed("pods", items):
                 self.pods = training.SucceededTasks()
                 for item in items:

@@ -1,18 +1,20 @@
-"""What `tfhelm status` shows: pure functions over the cluster's objects, and `show`, which
-fetches them cheaply (pods as paged JSON, never decoded into client models) and prints them.
+"""What `tfhelm status` shows: pure functions over the cluster's objects, and `collect`, which
+fetches them cheaply (pods as paged JSON, never decoded into client models) and returns them as a report.
 A cluster of more than FULL_LISTING tasks is summarized: counts per phase, then the exceptions."""
 
 from __future__ import annotations
 
 from collections import Counter
 from dataclasses import asdict, dataclass
+from datetime import datetime, timezone
 from typing import Iterable
 
+from tfhelm.cluster import queue
+from tfhelm.cluster.queue import QueueInfo
 from tfhelm.cluster.spec import ROLES
-from tfhelm.contract import CLUSTER_LABEL, ROLE_LABEL, TASK_INDEX_LABEL
-from tfhelm.kube import ClusterObjects
-from tfhelm.cluster.training import (COMPLETION_INDEX, SucceededTasks, current_jobs, job_rows, job_state,
-                             tasks_succeeded, training_state)
+from tfhelm.contract import CLUSTER_LABEL, KUEUE_JOB_UID, ROLE_LABEL, TASK_INDEX_LABEL
+from tfhelm.cluster.training import (COMPLETION_INDEX, JobRow, SucceededTasks, current_jobs, job_row,
+                                     job_rows, job_state, tasks_succeeded, training_state)
 
 FULL_LISTING = 20  # up to this many tasks, the table lists every one
 EXCEPTIONS_SHOWN = 20  # beyond it, this many of the exceptions are listed
@@ -25,6 +27,9 @@ PHASE_ORDER = ("Pending", "Running", "Succeeded", "Failed", "Terminating", "Unkn
 
 @dataclass
 class TaskRow:
+    """One task's pod (`tfhelm.TaskStatus`): `worker:3`, its pod, phase, restarts, node, why
+    it is not well (`reason`) and why it failed in its own words (`error`)."""
+
     task: str
     pod: str
     phase: str
@@ -35,6 +40,7 @@ class TaskRow:
 
     @property
     def role(self) -> str:
+        """chief, worker, ps or evaluator."""
         return self.task.split(":")[0]
 
 
@@ -146,8 +152,7 @@ def error_lines(rows: list[TaskRow], shown: int = ERRORS_SHOWN) -> list[str]:
     return lines
 
 
-def ps_state(deployments: list) -> str:
-    total, ready = ps_counts(deployments)
+def ps_state(total: int, ready: int) -> str:
     if not total:
         return "no parameter servers (none configured, or reaped)"
     return f"{total} parameter server(s), {ready} ready: they run until reaped (`tfhelm reap`, or `tfhelm down`)"
@@ -164,6 +169,23 @@ def reaper_lines(events: list) -> list[str]:
     return [line for _, line in sorted(rows, key=lambda r: r[0])]
 
 
+JOB_ROLES_ANNOTATION = "tfhelm.io/job-roles"  # on PS Deployments: the roles the cluster has Jobs of
+
+
+def gone_jobs(jobs: list, deployments: list) -> list[str]:
+    """The roles whose Job the cluster's parameter servers say it has, and that are gone
+    (deleted, or removed by their ttlSecondsAfterFinished): the PS serve on for nothing."""
+    expected = {role for d in deployments
+                for role in ((d.metadata.annotations or {}).get(JOB_ROLES_ANNOTATION) or "").split(",") if role}
+    present = {(j.metadata.labels or {}).get(ROLE_LABEL) for j in jobs}
+    return sorted(expected - present)
+
+
+def state_of(jobs: list, gone: list[str], pods: SucceededTasks | None = None) -> str:
+    """The training's state (training.training_state), or `Deleted` when a Job it had is gone."""
+    return "Deleted" if gone else training_state(job_rows(jobs), pods)
+
+
 def ps_counts(deployments: list) -> tuple[int, int]:
     """(parameter servers, ready ones) among a cluster's Deployments (V1Deployment)."""
     ps = [d for d in deployments if (d.metadata.labels or {}).get(ROLE_LABEL) == "ps"]
@@ -171,13 +193,16 @@ def ps_counts(deployments: list) -> tuple[int, int]:
 
 
 def report(namespace: str, name: str, tasks: list[TaskRow], jobs: list, deployments: list,
-           events: list, pods: SucceededTasks | None = None) -> dict:
+           events: list, pods: SucceededTasks | None = None, gone: list[str] = (),
+           queued: QueueInfo | None = None) -> dict:
     """Everything `tfhelm status` shows, as plain data (for `-o json|yaml`): every task,
-    whatever the cluster's size, for scripts. `pods`: the Succeeded ones (training.py's rule)."""
+    whatever the cluster's size, for scripts. `pods`: the Succeeded ones (training.py's rule);
+    `queued`: where a Kueue-queued cluster stands."""
     rows = job_rows(jobs)
     total, ready = ps_counts(deployments)
-    return {
-        "namespace": namespace, "cluster": name, "training": training_state(rows, pods),
+    return {**({"queue": queued.as_dict()} if queued else {}),
+        "namespace": namespace, "cluster": name, "training": state_of(jobs, gone, pods),
+        "goneJobs": list(gone),
         "tasks": [asdict(t) for t in tasks],
         "phases": phase_counts(tasks),
         "jobs": [{"role": j.role, "name": j.name, "succeeded": tasks_succeeded(j, pods), "failed": j.failed,
@@ -187,77 +212,55 @@ def report(namespace: str, name: str, tasks: list[TaskRow], jobs: list, deployme
     }
 
 
-def show(kube, namespace: str, name: str, installed, fmt: str, every_task: bool = False) -> str:
-    """`tfhelm status`: fetch, then print as `fmt` (table, json, yaml). Returns the training
-    state (Complete, Failed, Running, Serving): the command's exit code depends on it."""
-    from tfhelm.console import err
+def collect(kube, namespace: str, name: str, installed) -> dict:
+    """`tfhelm status` and `Cluster.status()`: the report of a cluster, read cheaply (pods as
+    paged JSON); a usage error when there is no such cluster."""
     from tfhelm.errors import SpecError
-    from tfhelm.output import emit
 
     jobs, deployments = kube.workloads(namespace, name)
     done = SucceededTasks()
     tasks = task_rows(map(done.note, kube.task_pods(namespace, name)))
     if not (tasks or jobs or deployments or installed.ps or installed.workload):
         raise SpecError("NAME", f"no TF cluster '{name}' in namespace {namespace}", "see `tfhelm list -n NAMESPACE`")
-    if installed.interrupted:
-        err.print(installed.interrupted_line(), style="yellow", markup=False, highlight=False, soft_wrap=True)
-    events = job_events(kube, namespace, jobs)
-    if fmt != "table":
-        emit(report(namespace, name, tasks, jobs, deployments, events, done), fmt)
-    else:
-        print_table(namespace, name, tasks, jobs, deployments, events, every_task, done)
-    return training_state(job_rows(jobs), done)
+    gone = [] if installed.interrupted else gone_jobs(jobs, deployments)  # never made, then
+    return report(namespace, name, tasks, jobs, deployments, job_events(kube, namespace, jobs), done, gone,
+                  queue_info(kube, namespace, job_rows(jobs)))
+
+
+def queue_info(kube, namespace: str, jobs: list[JobRow], now: datetime | None = None) -> QueueInfo | None:
+    """Where a queued cluster stands (tfhelm.cluster.queue): its Workload, the Workloads of
+    the namespace (to name a preemptor) and its ClusterQueue, as far as the caller may read
+    them (a tenant may not read ClusterQueues: then Kueue's own message says why it waits)."""
+    from tfhelm.errors import Forbidden
+
+    workers = current_jobs(jobs).get("worker")
+    if workers is None or not workers.queue:
+        return None
+    workload, names, cq_name, cluster_queue = None, {}, "", None
+    try:
+        every = kube.job_workloads(namespace)
+        names = {w["metadata"]["uid"]: f"{namespace}/{w['metadata']['name']}" for w in every}
+        mine = [w for w in every if (w["metadata"].get("labels") or {}).get(KUEUE_JOB_UID) == workers.uid]
+        workload = max(mine, key=lambda w: w["metadata"].get("creationTimestamp", ""), default=None)
+        if queue.preempted(workload):  # by a workload of another namespace too (a cohort's)?
+            try:
+                names.update({w["metadata"]["uid"]: f"{w['metadata']['namespace']}/{w['metadata']['name']}"
+                              for w in kube.job_workloads(None)})
+            except Forbidden:
+                pass
+        cq_name = queue.cluster_queue_of(workload)
+        if not cq_name:
+            cq_name = ((kube.read_local_queue(namespace, workers.queue) or {}).get("spec") or {}).get("clusterQueue", "")
+        cluster_queue = kube.read_cluster_queue(cq_name) if cq_name else None
+    except Forbidden:
+        pass
+    return queue.info(workers, workload, cluster_queue, now or datetime.now(timezone.utc), names)
 
 
 def job_events(kube, namespace: str, jobs: list) -> list:
     """The Events on a cluster's Jobs (the reaper records its decisions there): one small
     list per Job."""
     return [ev for job in jobs for ev in kube.events_of(namespace, "Job", job.metadata.name)]
-
-
-def print_table(namespace: str, name: str, tasks: list[TaskRow], jobs: list, deployments: list,
-                events: list, every_task: bool = False, pods: SucceededTasks | None = None) -> None:
-    """The people's view: every task of a small cluster (or with `every_task`); of a larger
-    one the Jobs, the tasks per role and phase, and the exceptions (bounded)."""
-    from tfhelm.console import out
-    from tfhelm.output import table
-
-    rows = job_rows(jobs)
-
-    def line(text: str) -> None:
-        out.print(text, markup=False, highlight=False, soft_wrap=True)
-
-    def task_table(shown: list[TaskRow], title: str = "") -> None:
-        table(("TASK", "POD", "PHASE", "RESTARTS", "NODE"),
-              [(r.task, r.pod, f"{r.phase} ({r.reason})" if r.reason else r.phase, r.restarts, r.node)
-               for r in shown], title=title)
-
-    title = f"TF cluster {namespace}/{name}"
-    summarize = len(tasks) > FULL_LISTING and not every_task
-    if not summarize:
-        task_table(tasks, title)
-    for j in rows:
-        line(f"job {j.name}: {tasks_succeeded(j, pods)}/{j.total} succeeded, {j.failed} failed — {job_state(j, pods)}")
-    if summarize:
-        counts = phase_counts(tasks)
-        phases = [p for p in PHASE_ORDER if any(p in c for c in counts.values())]
-        phases += sorted({p for c in counts.values() for p in c} - set(phases))
-        table(("ROLE", "TASKS", *(p.upper() for p in phases)),
-              [(role, sum(c.values()), *(c.get(p, "") for p in phases)) for role, c in counts.items()],
-              title=f"{title}: {len(tasks)} tasks")
-        odd = exceptions(tasks)
-        if odd:
-            more = f", the first {EXCEPTIONS_SHOWN} below" if len(odd) > EXCEPTIONS_SHOWN else ""
-            line(f"{len(odd)} of {len(tasks)} tasks not Running or Succeeded, or restarted{more} "
-                 "(--tasks lists every task):")
-            task_table(odd[:EXCEPTIONS_SHOWN])
-        else:
-            line(f"all {len(tasks)} tasks Running or Succeeded, none restarted (--tasks lists every task)")
-    for text in error_lines(tasks):
-        line(text)
-    line(f"parameter servers: {ps_state(deployments)}")
-    for text in reaper_lines(events):
-        line(text)
 
 
 @dataclass
@@ -268,6 +271,7 @@ class ClusterRow:
     ps: str  # ready/total
     chief: bool
     training: str
+    queue: str = ""  # a queued cluster's LocalQueue and where it stands (tfhelm.cluster.queue)
 
 
 CHART_LABEL = "helm.sh/chart"  # tf-cluster's objects: `tf-cluster-<version>`
@@ -278,28 +282,31 @@ def cluster_rows(jobs: list, deployments: list, pods: SucceededTasks | None = No
     tf-cluster chart, labelled `tfhelm.io/cluster`: installed by tfhelm, plain Helm or GitOps
     alike (every way keeps the chart's labels). Other charts' objects with that label are
     no TF clusters. `pods`: the Succeeded pods (training.py's rule)."""
-    groups: dict[tuple[str, str], ClusterObjects] = {}
+    groups: dict[tuple[str, str], dict[str, list]] = {}
     for kind, items in (("jobs", jobs), ("deployments", deployments)):
         for obj in items:
             labels = obj.metadata.labels or {}
             cluster = labels.get(CLUSTER_LABEL)
             if cluster and labels.get(CHART_LABEL, "").startswith("tf-cluster-"):
                 key = (obj.metadata.namespace, cluster)
-                getattr(groups.setdefault(key, ClusterObjects([], [], [], [])), kind).append(obj)
+                groups.setdefault(key, {"jobs": [], "deployments": []})[kind].append(obj)
     rows = []
     for (ns, name), objs in sorted(groups.items()):
-        jrows = job_rows(objs.jobs)
+        jrows = job_rows(objs["jobs"])
         current = current_jobs(jrows)  # during an upgrade the old generation's Jobs linger
         worker = current.get("worker")
-        total, ready = ps_counts(objs.deployments)
+        total, ready = ps_counts(objs["deployments"])
+        gone = gone_jobs(objs["jobs"], objs["deployments"])
+        state = f"Deleted ({', '.join(gone)} Job)" if gone else training_state(jrows, pods)
         rows.append(ClusterRow(ns, name, f"{tasks_succeeded(worker, pods)}/{worker.total}" if worker else "-",
-                               f"{ready}/{total}", "chief" in current, training_state(jrows, pods)))
+                               f"{ready}/{total}", "chief" in current, state))
     return rows
 
 
 def list_clusters(kube, namespace: str | None) -> list[ClusterRow]:
     """`tfhelm list`: the rows from the Jobs and Deployments; while some training runs, its
-    Succeeded pods too (metadata only), so the rule is the one status and the reaper apply."""
+    Succeeded pods too (metadata only), so the rule is the one status and the reaper apply;
+    with queued clusters, the namespace's Kueue Workloads (one list)."""
     jobs, deployments = kube.tf_workloads(namespace)
     rows = cluster_rows(jobs, deployments)
     if any(r.training == "Running" for r in rows):
@@ -307,4 +314,21 @@ def list_clusters(kube, namespace: str | None) -> list[ClusterRow]:
         for pod in kube.tf_succeeded_pods(namespace):
             done.add(pod["metadata"])
         rows = cluster_rows(jobs, deployments, done)
+    queued = {(j.metadata.namespace, j.metadata.uid): r for j in jobs
+              if (r := job_row(j)).queue and r.role == "worker"}
+    if queued:
+        from tfhelm.errors import Forbidden
+    
+        try:
+            workloads = {(w["metadata"]["namespace"], (w["metadata"].get("labels") or {}).get(KUEUE_JOB_UID)): w
+                         for w in kube.job_workloads(namespace)}
+        except Forbidden:
+            workloads = {}
+        now = datetime.now(timezone.utc)
+        by_cluster = {(key[0], r.cluster): queue.info(r, workloads.get(key), None, now)
+                      for key, r in queued.items()}
+        for row in rows:
+            if (q := by_cluster.get((row.namespace, row.name))) and row.training not in ("Complete", "Failed"):
+                row.queue = f"{q.local_queue}: {q.state}, {q.line}" if q.state != queue.ADMITTED else \
+                    f"{q.local_queue}: {q.state}"
     return rows

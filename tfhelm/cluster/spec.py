@@ -4,7 +4,7 @@ This module mirrors the chart's `charts/tf-cluster-lib/templates/_helpers-names.
 chart for many shapes and compare every pod's TF_CONFIG with what is computed here. Limits and
 name patterns are the chart's own, read from its contract (tfhelm.contract). The
 expansion of a cluster spec (per role a host pattern and a count) into TF_CONFIG's host lists
-is the launcher's (tfhelm/launcher.py, which every task runs): one function, used by both.
+is the launcher's (tfhelm/pod/tfconfig.py, which every task runs): one function, used by both.
 """
 
 from __future__ import annotations
@@ -12,8 +12,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from tfhelm import contract, launcher
+from tfhelm import contract
 from tfhelm.errors import SpecError
+from tfhelm.pod import tfconfig
 
 # Task types, in the order TensorFlow documents them.
 ROLES = ("chief", "worker", "ps", "evaluator")
@@ -38,6 +39,7 @@ _LONGEST_SUFFIX = f"-worker-{'0' * GENERATION_LEN}-9999"
 MAX_NAME = contract.limit("clusterName")
 DNS1035 = contract.regex("dns1035Label")
 DNS1123_LABEL = contract.regex("dns1123Label")
+DNS1123_SUBDOMAIN = contract.regex("dns1123Subdomain")
 
 
 @dataclass(frozen=True)
@@ -96,14 +98,14 @@ def compact_spec(name: str, namespace: str, shape: Shape, port: int = DEFAULT_PO
     """The chart's cluster spec (ConfigMap key `cluster-spec.json`): per role of the training
     cluster a host pattern and a count, so its size does not depend on the number of tasks."""
     return {role: {"count": shape.count(role),
-                   "host": host(name, namespace, role, launcher.INDEX, port, cluster_domain, generation)}
+                   "host": host(name, namespace, role, tfconfig.INDEX, port, cluster_domain, generation)}
             for role in CLUSTER_ROLES if shape.count(role)}
 
 
 def cluster_spec(name: str, namespace: str, shape: Shape, port: int = DEFAULT_PORT,
                  cluster_domain: str = "", generation: str = "") -> dict[str, list[str]]:
     """The hosts of every task. Without a generation (local runs: no Jobs) Job names carry none."""
-    return launcher.expand_cluster(compact_spec(name, namespace, shape, port, cluster_domain, generation))
+    return tfconfig.expand_cluster(compact_spec(name, namespace, shape, port, cluster_domain, generation))
 
 
 def tasks(shape: Shape) -> list[tuple[str, int]]:
@@ -130,12 +132,13 @@ def with_client(cluster: dict[str, list[str]], address: str) -> dict[str, list[s
     if "chief" in cluster:
         raise SpecError("--client", "this cluster has its own chief Job",
                         "install it without --chief to drive it from outside")
-    if not re.fullmatch(r"[A-Za-z0-9.\-]+:\d{1,5}", address):
-        raise SpecError("--client", f"'{address}' is not HOST:PORT", "e.g. 10.1.2.3:2222")
+    host, _, port = address.rpartition(":")
+    if not re.fullmatch(r"[A-Za-z0-9.\-]+", host) or not port.isdigit() or not 1 <= int(port) <= 65535:
+        raise SpecError("--client", f"'{address}' is not HOST:PORT (a port from 1 to 65535)", "e.g. 10.1.2.3:2222")
     return {"chief": [address], **cluster}
 
 
-dumps = launcher.dumps  # canonical JSON, byte-identical to Helm's `toJson`
+dumps = tfconfig.dumps  # canonical JSON, byte-identical to Helm's `toJson`
 
 
 def parse_task(text: str) -> tuple[str, int]:

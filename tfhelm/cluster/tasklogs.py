@@ -31,16 +31,18 @@ def prefixed(task: str, text: str, width: int = 0) -> list[str]:
     return [head + line for line in text.splitlines()]
 
 
-def tasks(kube: Kube, namespace: str, name: str) -> list[tuple[report.TaskRow, list[str]]]:
-    """The cluster's task pods, each with the containers that have a log to show (paged
-    JSON: `follow` polls this; only names are kept, whatever the cluster's size)."""
+def tasks(kube: Kube, namespace: str, name: str, task: str | None = None) -> list[tuple[report.TaskRow, list[str]]]:
+    """The cluster's task pods (or one task's: `worker:3`), each with the containers that have
+    a log to show (paged JSON: `follow` polls this; only names are kept, whatever the
+    cluster's size)."""
     shown: dict[str, list[str]] = {}
 
     def remember(pods):
         for pod in pods:
             shown[pod["metadata"]["name"]] = log_containers(pod)
             yield pod
-    return [(r, shown[r.pod]) for r in report.task_rows(remember(kube.task_pods(namespace, name)))]
+    return [(r, shown[r.pod]) for r in report.task_rows(remember(kube.task_pods(namespace, name)))
+            if task is None or r.task == task]
 
 
 def log_containers(pod: dict) -> list[str]:
@@ -66,10 +68,10 @@ def label(task: str, container: str) -> str:
 
 
 def show(kube: Kube, namespace: str, name: str, write: Write, note: Write,
-         tail: int | None = None) -> int:
+         tail: int | None = None, task: str | None = None) -> int:
     """Print every task's log so far, task by task in status order. Returns the number of
     logs printed; tasks without a log yet get a note (on stderr) instead."""
-    found = tasks(kube, namespace, name)
+    found = tasks(kube, namespace, name, task)
     width = max((len(prefix(label(r.task, c))) for r, cs in found for c in cs), default=0)
     shown = 0
     for r, containers in found:
@@ -87,7 +89,7 @@ def show(kube: Kube, namespace: str, name: str, write: Write, note: Write,
 
 
 def follow(kube: Kube, namespace: str, name: str, write: Write, note: Write,
-           poll: float = 2.0, tail: int | None = None) -> None:
+           poll: float = 2.0, tail: int | None = None, task: str | None = None) -> None:
     """Stream every task's log as it is written, starting a stream for each container once
     it runs (restarted tasks and init containers included). Returns once no stream is open
     and no task pod is Pending or Running (PS run until reaped: stop with Ctrl-C)."""
@@ -99,7 +101,7 @@ def follow(kube: Kube, namespace: str, name: str, write: Write, note: Write,
             write(line)
 
     while True:
-        found = tasks(kube, namespace, name)
+        found = tasks(kube, namespace, name, task)
         width = max((len(prefix(label(r.task, c))) for r, cs in found for c in cs), default=0)
         for r, containers in found:
             for container in containers:

@@ -7,7 +7,7 @@ or `succeeded == completions`, before `Complete`, which Kubernetes 1.31+ adds on
 pod has terminated), or, before the Job controller has even synced (it batches pod events,
 about 1 s per sync), a Succeeded pod for every index of the decisive Job. Failure stays the
 Job controller's decision (podFailurePolicy, backoff limits, deadlines); its early word
-FailureTarget counts as Failed."""
+FailureTarget counts as Failed. Standard library only: the in-cluster reaper runs this too."""
 
 from __future__ import annotations
 
@@ -15,13 +15,14 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from tfhelm import contract
-from tfhelm.contract import CLUSTER_LABEL, ROLE_LABEL
+from tfhelm.contract import CLUSTER_LABEL, QUEUE_LABEL, ROLE_LABEL
 
 # The reaper's completion conditions (`tfhelm reap --completion`, chart `reaper.completion`).
 COMPLETIONS = tuple(contract.contract()["reaper"]["completions"])
-# A Job whose pods only run TF servers that never exit (in-graph workers) may say so; the
-# launcher's `server` argument is the fallback for charts that do not.
-RUNS_ANNOTATION = "tfhelm.io/runs"
+# The chart says on each Job what its tasks run: a Job of TF servers (in-graph workers) never
+# finishes by itself.
+RUNS_ANNOTATION = contract.annotation("runs")
+SERVER = contract.task("modes")["server"]
 COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
 CONTROLLER_UID = "batch.kubernetes.io/controller-uid"  # a Job's pods' label: its uid
 # A Job's early words: it will end so, once its pods have terminated.
@@ -48,6 +49,8 @@ class JobRow:
     created_at: datetime | None = None
     deleting: bool = False  # an old generation's Job on its way out (upgrade, rollback)
     ready: int = 0  # pods running and ready (the Job controller counts them: no pod list)
+    queue: str = ""  # the Kueue LocalQueue of a queued cluster's worker Job (`queue.name`)
+    suspended_since: datetime | None = None  # when it was last suspended (its Suspended condition)
 
 
 def job_rows(jobs) -> list[JobRow]:
@@ -58,6 +61,7 @@ def job_row(job) -> JobRow:
     """One Job (a kubernetes V1Job) as the table and the reaper see it."""
     st, meta = job.status, job.metadata
     conds = {c.type: c for c in (st.conditions or []) if c.status == "True"}
+    suspended = bool(job.spec.suspend)
     said = next((c for c in ("Complete", "Failed", *EARLY) if c in conds), None)
     state = EARLY.get(said, said) or "Running"
     finished, reason = None, ""
@@ -72,18 +76,15 @@ def job_row(job) -> JobRow:
                   job.spec.completions or 1, state, cluster=labels.get(CLUSTER_LABEL, ""),
                   uid=meta.uid or "", finished_at=finished, reason=reason,
                   completed_indexes=st.completed_indexes or "", failed_indexes=st.failed_indexes or "",
-                  suspended=bool(job.spec.suspend), runs_server=_runs_server(job),
+                  suspended=suspended, runs_server=_runs_server(job),
                   created_at=meta.creation_timestamp, deleting=bool(meta.deletion_timestamp),
-                  ready=st.ready or 0)
+                  ready=st.ready or 0, queue=labels.get(QUEUE_LABEL, ""),
+                  suspended_since=(conds["Suspended"].last_transition_time if "Suspended" in conds
+                                   else meta.creation_timestamp) if suspended else None)
 
 
 def _runs_server(job) -> bool:
-    runs = (job.metadata.annotations or {}).get(RUNS_ANNOTATION)
-    if runs:
-        return runs == "server"
-    containers = job.spec.template.spec.containers or []
-    return any((c.args or [])[:1] == ["server"] and any("launcher.py" in a for a in c.command or [])
-               for c in containers)
+    return (job.metadata.annotations or {}).get(RUNS_ANNOTATION) == SERVER
 
 
 def has_index(ranges: str, index: int) -> bool:
@@ -198,5 +199,12 @@ def job_state(job: JobRow, pods: SucceededTasks | None = None) -> str:
 
 
 def training_state(jobs: list[JobRow], pods: SucceededTasks | None = None) -> str:
-    """Complete, Failed, Running, or Serving (only servers: PS without Jobs)."""
-    return training_done(jobs, pods=pods) or ("Running" if jobs else "Serving")
+    """Complete, Failed, Running, Queued (its workers wait for Kueue's admission, or were
+    preempted and wait again), or Serving (only servers: PS without Jobs)."""
+    return training_done(jobs, pods=pods) or (("Queued" if queued(jobs) else "Running") if jobs else "Serving")
+
+
+def queued(jobs: list[JobRow]) -> JobRow | None:
+    """The current worker Job of a queued cluster while Kueue holds it (suspended)."""
+    workers = current_jobs(jobs).get("worker")
+    return workers if workers and workers.queue and workers.suspended and workers.state == "Running" else None

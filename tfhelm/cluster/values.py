@@ -1,42 +1,19 @@
-"""Options -> chart values, and a release's values normalized once (ClusterValues). Pure: no
-cluster, no helm."""
+"""Options (declared in tfhelm/cluster/options.py) -> chart values, and a release's values
+normalized once (ClusterValues). Pure: no cluster, no helm."""
 
 from __future__ import annotations
 
 import secrets
 import string
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlparse
 
 from tfhelm import contract
 from tfhelm.chart import deep_merge, default_values
 from tfhelm.cluster import spec
+from tfhelm.cluster.options import ClusterOptions, declared
 from tfhelm.cluster.spec import SpecError, Shape
-
-
-@dataclass
-class ClusterOptions:
-    """What `tfhelm up` was asked for; None means "leave the chart's value"."""
-
-    name: str
-    namespace: str = "default"
-    workers: int | None = None
-    ps: int | None = None
-    chief: bool | None = None
-    evaluator: bool | None = None
-    in_graph: bool | None = None
-    image: str | None = None
-    script: str | None = None
-    script_args: list[str] = field(default_factory=list)
-    gpus: int | None = None
-    keras: str | None = None  # "2", "3" or "auto"
-    packages: list[str] = field(default_factory=list)  # --pip, pip requirement specifiers
-    pip_index_url: str | None = None
-    pip_find_links: str | None = None
-    # The user's chart values, lowest precedence first: -f files, and the result of
-    # tfhelm.valueflags.merge() (files and --set* merged by Helm's rules).
-    value_files: list[dict] = field(default_factory=list)
 
 
 def generate_name() -> str:
@@ -52,10 +29,16 @@ def cluster_values(opts: ClusterOptions) -> ClusterValues:
     Precedence, lowest first: -f files and --set (see tfhelm.valueflags), then the
     explicit options.
     """
+    unread = [flag.name for name, flag in declared() if flag.value is None and name != "namespace"
+              and getattr(opts, name)]
+    if unread:  # a bug, not bad input: they would be ignored
+        raise ValueError(f"{', '.join(unread)} must be read into the values first (resolve the options)")
     values: dict = {}
     for doc in opts.value_files:
         values = deep_merge(values, doc)
-    values = deep_merge(values, _option_values(opts))
+    options = _option_values(opts)
+    _no_lost_values(values, options)
+    values = deep_merge(values, options)
     values["clusterName"] = opts.name
     values.pop("components", None)
     normalized = ClusterValues.from_release(values)
@@ -64,70 +47,120 @@ def cluster_values(opts: ClusterOptions) -> ClusterValues:
     return normalized
 
 
+def _no_lost_values(values: dict, options: dict, prefix: str = "") -> None:
+    """An option sets a setting inside a map (`--workers`: worker.replicas) that -f or --set
+    made something else (`--set worker=3`): the merge would drop that value unseen."""
+    for key, value in options.items():
+        if isinstance(value, dict) and key in values:
+            if not isinstance(values[key], dict):
+                inner = f"{prefix}{key}.{next(iter(value), '...')}"
+                raise SpecError(prefix + key, f"must be a map of settings, got {values[key]!r}",
+                                f"an option sets {inner}; set {prefix}{key}.<setting>=... rather than {prefix}{key}=...")
+            _no_lost_values(values[key], value, f"{prefix}{key}.")
+
+
 def compute_values(opts: ClusterOptions) -> dict:
     """`cluster_values(opts)`, as the dict Helm gets."""
     return cluster_values(opts).user
 
 
 def _option_values(o: ClusterOptions) -> dict:
+    """The chart values the declared options set (tfhelm/cluster/options.py), in their order."""
     v: dict = {}
-    if o.workers is not None:
-        v.setdefault("worker", {})["replicas"] = o.workers
-    if o.ps is not None:
-        v.setdefault("ps", {})["replicas"] = o.ps
-    if o.chief is not None:
-        v.setdefault("chief", {})["enabled"] = o.chief
-    if o.evaluator is not None:
-        v.setdefault("evaluator", {})["enabled"] = o.evaluator
-    if o.in_graph is not None:
-        v["mode"] = "in-graph" if o.in_graph else "between-graph"
-    if o.gpus is not None:
-        if o.gpus < 0:
-            raise SpecError("--gpus", f"must be 0 or more, got {o.gpus}")
-        v.setdefault("worker", {})["gpus"] = o.gpus
-    if o.image:
-        v["image"] = split_image(o.image)
-    if o.script:
-        v["code"] = script_values(o.script)
-    if o.script_args:
-        v.setdefault("code", {})["args"] = list(o.script_args)
-    if o.keras is not None:
-        if o.keras not in KERAS:
-            raise SpecError("--keras", f"must be one of {', '.join(KERAS)}, got '{o.keras}'",
-                            "2 for Keras 2 code (tf-keras), 3 for Keras 3")
-        v["keras"] = o.keras
-    pip = _pip_values(o)
-    if pip:
-        v["code"] = {**v.get("code", {}), **pip}
+    for name, flag in declared():
+        given = getattr(o, name)
+        if flag.value is None or given is None or given == []:
+            continue
+        value = globals()[flag.convert](given, o, flag.name) if flag.convert else given
+        if value is not None:
+            _put(v, flag.value, value)
     return v
+
+
+def _put(values: dict, path: str, value) -> None:
+    """Set `a.b.c` in nested dicts; a map given for a key that holds one is merged into it."""
+    *parents, key = path.split(".")
+    node = values
+    for k in parents:
+        node = node.setdefault(k, {})
+    node[key] = {**node[key], **value} if isinstance(value, dict) and isinstance(node.get(key), dict) else value
+
+
+# ---------------------------------------------------------------- the options' converters
+# Named by the declarations (tfhelm/cluster/options.py): f(value, options, flag) -> chart value.
+
+def non_negative(n: int, o: ClusterOptions, flag: str) -> int:
+    if n < 0:
+        raise SpecError(flag, f"must be 0 or more, got {n}")
+    return n
+
+
+def graph_mode(in_graph: bool, o: ClusterOptions, flag: str) -> str:
+    return "in-graph" if in_graph else "between-graph"
+
+
+def image_value(ref: str, o: ClusterOptions, flag: str) -> dict | None:
+    return split_image(ref) if ref else None
+
+
+def script_value(script: str, o: ClusterOptions, flag: str) -> dict | None:
+    return script_values(script) if script else None
 
 
 KERAS = ("2", "3", "auto")
 
 
-def _pip_values(o: ClusterOptions) -> dict:
-    """--pip, --pip-index-url, --pip-find-links as the `code` values `packages` and `pip`."""
-    code: dict = {}
-    for spec_ in o.packages:
-        if not spec_.strip() or spec_.startswith("-"):
-            raise SpecError("--pip", f"'{spec_}' is not a requirement",
-                            "give one package per --pip, e.g. --pip pandas==2.2.3; pip options: "
-                            "--pip-index-url, --pip-find-links")
-    if o.packages:
-        code["packages"] = list(o.packages)
-    if (o.pip_index_url or o.pip_find_links) and not o.packages:
-        raise SpecError("--pip-index-url" if o.pip_index_url else "--pip-find-links",
-                        "needs the packages to install", "add --pip NAME==VERSION")
-    if o.pip_index_url:
-        if urlparse(o.pip_index_url).scheme not in ("http", "https"):
-            raise SpecError("--pip-index-url", f"'{o.pip_index_url}' is not an http(s) URL")
-        code.setdefault("pip", {})["indexUrl"] = o.pip_index_url
-    if o.pip_find_links:
-        if not (o.pip_find_links.startswith("/") or urlparse(o.pip_find_links).scheme in ("http", "https")):
-            raise SpecError("--pip-find-links", f"'{o.pip_find_links}' is neither an http(s) URL nor "
-                            "an absolute path", "e.g. http://files.team-a.svc:8080/wheels/ or /data/wheels")
-        code.setdefault("pip", {})["findLinks"] = o.pip_find_links
-    return code
+def wait_seconds(seconds: float, flag: str = "--timeout") -> float:
+    """A wait's bound in seconds: more than 0 (and finite)."""
+    if not 0 < seconds < float("inf"):
+        raise SpecError(flag, f"must be a number of seconds above 0, got {seconds:g}", "e.g. 600")
+    return seconds
+
+
+def keras_value(keras: str, o: ClusterOptions, flag: str) -> str:
+    if keras not in KERAS:
+        raise SpecError(flag, f"must be one of {', '.join(KERAS)}, got '{keras}'",
+                        "2 for Keras 2 code (tf-keras), 3 for Keras 3")
+    return keras
+
+
+def requirements(packages: list[str], o: ClusterOptions, flag: str) -> list[str]:
+    for spec_ in packages:
+        if not contract.regex("pipRequirement").fullmatch(spec_):
+            raise SpecError(flag, f"'{spec_}' is not a requirement (NAME[EXTRAS][SPECIFIERS], no "
+                            "spaces, markers or URLs)", "give one package per --pip, e.g. --pip "
+                            "pandas==2.2.3; pip options: --pip-index-url, --pip-find-links")
+    return list(packages)
+
+
+def index_url(url: str, o: ClusterOptions, flag: str) -> str:
+    if not o.packages:
+        raise SpecError(flag, "needs the packages to install", "add --pip NAME==VERSION")
+    if urlparse(url).scheme not in ("http", "https"):
+        raise SpecError(flag, f"'{url}' is not an http(s) URL")
+    return url
+
+
+def find_links(url: str, o: ClusterOptions, flag: str) -> str:
+    if not o.packages:
+        raise SpecError(flag, "needs the packages to install", "add --pip NAME==VERSION")
+    if not (url.startswith("/") or urlparse(url).scheme in ("http", "https")):
+        raise SpecError(flag, f"'{url}' is neither an http(s) URL nor an absolute path",
+                        "e.g. http://files.team-a.svc:8080/wheels/ or /data/wheels")
+    return url
+
+
+def script_arguments(args: list[str], o: ClusterOptions, flag: str) -> list[str]:
+    return list(args)
+
+
+def kueue_name(name: str, o: ClusterOptions, flag: str) -> str:
+    """--queue (a LocalQueue), --priority (a WorkloadPriorityClass): a Kueue object's name."""
+    if not (spec.DNS1123_SUBDOMAIN.fullmatch(name) and len(name) <= spec.DNS_LABEL_MAX):
+        raise SpecError(flag, f"'{name}' is not the name of a Kueue object",
+                        "lowercase letters, digits, '-' and '.', at most 63; see `kubectl get "
+                        + ("localqueues`" if flag == "--queue" else "workloadpriorityclasses`"))
+    return name
 
 
 IMAGE_REF = contract.regex("imageReference")

@@ -21,7 +21,10 @@ def up(nodes: Annotated[int, typer.Option(
        real_nodes: Annotated[int, typer.Option(
            "--real-nodes", help="Real nodes (kubelet, containerd: pods really run): 3 = the user node and "
                                 "two training nodes, 2 = one training node, 1 = one node for everything, "
-                                "0 = kwok only.")] = 3):
+                                "0 = kwok only.")] = 3,
+       kueue: Annotated[bool, typer.Option(
+           "--kueue", help="Also run Kueue (`make kueue`): a ResourceFlavor `default-flavor` and a "
+                           "ClusterQueue `training` over the training nodes; `cluster down` stops it.")] = False):
     """Start the local cluster (idempotent) and print the KUBECONFIG export line."""
     localcluster = _dev_cluster()
 
@@ -31,6 +34,13 @@ def up(nodes: Annotated[int, typer.Option(
     with err.status(f"starting {what}…"):
         info = localcluster.up(nodes, real_nodes)
     err.print(f"[green]✓[/green] local cluster at {info.server} with nodes: {', '.join(info.nodes)}")
+    if kueue:
+        from tfhelm_dev import localkueue
+
+        with err.status("starting Kueue…"):
+            localkueue.start()
+        err.print(f"[green]✓[/green] Kueue: ClusterQueue {localkueue.CLUSTER_QUEUE} over the training nodes "
+                  f"(ResourceFlavor {localkueue.FLAVOR}); make a LocalQueue in your namespace that points to it")
     out.print(info.export_line, markup=False, highlight=False, soft_wrap=True)
 
 

@@ -15,20 +15,18 @@ def list_(namespace: o.Namespace = None,
           all_namespaces: Annotated[bool, typer.Option(
               "--all-namespaces", "-A", help="Every namespace.")] = False,
           output: o.Output = "table"):
-    """TF clusters: workers succeeded, PS ready, training state."""
-    from tfhelm.cluster import report
-    from tfhelm.kube import Kube
+    """TF clusters: workers succeeded, PS ready, training state (and, queued in Kueue, where)."""
+    from tfhelm.api import clusters
     from tfhelm.output import check_format, emit, table
 
     fmt = check_format(output)
-    ns = None if all_namespaces else o.namespace_of(namespace)
-    kube = Kube()
-    kube.ping()
-    rows = report.list_clusters(kube, ns)
+    rows = clusters.list_clusters(namespace, all_namespaces)
     if fmt != "table":
         emit([{"namespace": r.namespace, "name": r.name, "workers": r.workers, "ps": r.ps,
-               "chief": r.chief, "training": r.training} for r in rows], fmt)
+               "chief": r.chief, "training": r.training, **({"queue": r.queue} if r.queue else {})}
+              for r in rows], fmt)
         return
-    table(("NAMESPACE", "NAME", "WORKERS", "PS", "CHIEF", "TRAINING"),
-          [(r.namespace, r.name, r.workers, r.ps, "yes" if r.chief else "no", r.training)
-           for r in rows], title="TF clusters")
+    queues = any(r.queue for r in rows)  # the column only where some cluster is queued
+    table(("NAMESPACE", "NAME", "WORKERS", "PS", "CHIEF", "TRAINING", *(("QUEUE",) if queues else ())),
+          [(r.namespace, r.name, r.workers, r.ps, "yes" if r.chief else "no", r.training,
+            *((r.queue or "-",) if queues else ())) for r in rows], title="TF clusters")

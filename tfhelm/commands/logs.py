@@ -8,7 +8,7 @@ import typer
 from rich.markup import escape
 
 from tfhelm.commands import options as o
-from tfhelm.console import cli_errors, err, out
+from tfhelm.console import cli_errors, err, out, printable
 
 
 @cli_errors
@@ -19,31 +19,20 @@ def logs(name: o.ClusterName, namespace: o.Namespace = None,
              "--tail", min=0, help="Only the last N lines of each task.")] = None):
     """Logs of every task of a TF cluster, each line prefixed with its task (init containers
     that failed, e.g. the code fetch, too). Exit 1 when the training failed, as `status`."""
-    from tfhelm.cluster import spec, tasklogs
-    from tfhelm.cluster.training import job_rows, training_state
-    from tfhelm.errors import SpecError, TrainingFailed
-    from tfhelm.kube import Kube
+    from tfhelm.api import clusters
+    from tfhelm.errors import TrainingFailed
 
-    ns = o.namespace_of(namespace)
-    spec.validate_name(name, field="NAME")
-    kube = Kube()
-    kube.ping()
-    if not tasklogs.tasks(kube, ns, name):
-        raise SpecError("NAME", f"no task pods of TF cluster '{name}' in namespace {ns}",
-                        "see `tfhelm list -n NAMESPACE`")
+    cluster = clusters.Cluster(name, namespace)
 
-    def write(line: str) -> None:
-        out.print(line, markup=False, highlight=False, soft_wrap=True)
+    def write(text: str) -> None:  # a script's output is anyone's: shown, never acted on
+        out.print(printable(text), markup=False, highlight=False, soft_wrap=True)
 
-    def note(line: str) -> None:
-        err.print(f"[dim]{escape(line)}[/dim]", highlight=False, soft_wrap=True)
+    def note(text: str) -> None:
+        err.print(f"[dim]{escape(printable(text))}[/dim]", highlight=False, soft_wrap=True)
 
     try:
-        if follow:
-            tasklogs.follow(kube, ns, name, write, note, tail=tail)
-        else:
-            tasklogs.show(kube, ns, name, write, note, tail=tail)
+        cluster.stream_logs(write, note, follow=follow, tail=tail)
     except KeyboardInterrupt:
         raise typer.Exit(130) from None
-    if training_state(job_rows(kube.workloads(ns, name)[0])) == "Failed":
+    if cluster.training() == "Failed":
         raise typer.Exit(TrainingFailed.exit_code)

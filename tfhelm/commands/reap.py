@@ -12,22 +12,19 @@ from rich.markup import escape
 
 from tfhelm.chart import default_values
 from tfhelm.commands import options as o
-from tfhelm.console import cli_errors, err
+from tfhelm.console import cli_errors, err, printable
 
 # The chart's `reaper:` values: the in-cluster reaper's defaults are this command's.
 _DEFAULTS = default_values()["reaper"]
 
 
 def _remove_interrupted(name: str, namespace: str) -> bool:
-    """A release NAME-ps from another chart is refused (exit 2); an interrupted install (a PS
-    release without workload release or Jobs: nothing trains) is removed at once."""
-    from tfhelm.cluster import deploy, spec
-    from tfhelm.helm import Helm
-    from tfhelm.kube import Kube
+    """An interrupted install (a PS release without workload release or Jobs: nothing
+    trains) is removed at once, and said so."""
+    from tfhelm.api import reaping
+    from tfhelm.cluster import spec
 
-    helm = Helm()
-    found = deploy.find(name, namespace, helm)
-    if found.interrupted and deploy.remove_interrupted(name, namespace, helm, Kube()):
+    if reaping.remove_interrupted(name, namespace):
         err.print(f"[green]✓[/green] reaped {escape(f'{namespace}/{name}')}: interrupted install, "
                   f"uninstalled release {escape(spec.ps_release(name))} (no workload release, no Jobs)",
                   highlight=False, soft_wrap=True)
@@ -59,15 +56,22 @@ def reap(name: Annotated[Optional[str], typer.Argument(
              "log collectors: ts, level, logger, namespace, cluster, msg).")] = "plain",
          metrics_port: Annotated[int, typer.Option(
              "--metrics-port", help="Serve Prometheus metrics (clusters watched, reaps, reap latency, "
-             "errors) at :PORT/metrics; 0: none.")] = 0):
+             "errors) at :PORT/metrics; 0: none.")] = 0,
+         gates: Annotated[bool, typer.Option(
+             "--gates", help="A Kueue-queued cluster (chart `queue.name`): remove the scheduling gate "
+             "of its PS, chief and evaluator pods while Kueue has admitted the workers, and evict them "
+             "(back to gated) while it has not (docs/queue.md). The in-cluster reaper does this.")] = False,
+         gates_only: Annotated[bool, typer.Option(
+             "--gates-only", help="Only --gates: never remove the parameter servers.")] = False):
     """Remove a cluster's parameter servers once training is done; PVCs and Jobs stay.
 
     Exit code 1 when training failed (the PS are kept unless --on-failure reap)."""
+    from tfhelm.api import reaping
+    from tfhelm.api.options import namespace_of
     from tfhelm.cluster import spec
     from tfhelm.errors import TRAINING_FAILED, SpecError
-    from tfhelm.kube import Kube
-    from tfhelm.reaper import ReapConfig
-    from tfhelm.reaper.console import json_record, run_reaper, summarize
+    from tfhelm.reaper.rules import ReapConfig
+    from tfhelm.reaper.lines import json_record, summarize
 
     if bool(name) == all_clusters:
         raise SpecError("NAME", "give a cluster name or --all, not both" if name
@@ -79,7 +83,7 @@ def reap(name: Annotated[Optional[str], typer.Argument(
     if not 0 <= metrics_port <= 65535:
         raise SpecError("--metrics-port", f"{metrics_port} is not a port", "use 1-65535, or 0 for none")
     config = ReapConfig(grace, completion, on_failure, delete_directly).validate()
-    ns = o.namespace_of(namespace)
+    ns = namespace_of(namespace)
     if name and not (forever or delete_directly) and _remove_interrupted(name, ns):
         return
     try:
@@ -94,10 +98,11 @@ def reap(name: Annotated[Optional[str], typer.Argument(
                 if log_format == "json":
                     json_record({"level": level, "namespace": ns, "msg": text.removeprefix("warning: ")})
                 else:
-                    err.print(escape(text), highlight=False, soft_wrap=True)
+                    err.print(escape(printable(text)), highlight=False, soft_wrap=True)
             serve(metrics, metrics_port, say)
-        result = run_reaper(Kube(), ns, name, config, err, forever=forever or all_clusters,
-                            log_format=log_format, metrics=metrics)
+        result = reaping.run_reaper(ns, name, config, err, forever=forever or all_clusters or gates_only,
+                                    log_format=log_format, metrics=metrics, gates=gates or gates_only,
+                                    reap=not gates_only)
     except KeyboardInterrupt:  # the PS stay; running `tfhelm reap` again picks up from here
         err.print("interrupted: nothing was removed that was not reported above")
         sys.exit(130)

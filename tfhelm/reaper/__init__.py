@@ -18,28 +18,42 @@ The modules, as everywhere in tfhelm:
     clusters): its Jobs, and its decisive role's Succeeded pods, so a training is seen done
     at the last task's pod event, before the Job controller has counted it. The main thread
     keeps timers for grace periods and runs side effects in small pools: deletes first, Helm
-    after, so one cluster's `helm uninstall` never delays another cluster's deletes.
-  * `client`: the side effects (`KubeReapClient`: Helm, and the Kubernetes API through
-    Kube), injectable for tests.
+    after, so one cluster's `helm uninstall` never delays another cluster's deletes. Further
+    rules (`protocol.Rule`: a pure decision and an action) run beside the reaping.
+  * `protocol`: what the loop needs from a client, and a further rule's shape.
+  * `client`: the side effects of `tfhelm reap` (`KubeReapClient`: Helm, and the Kubernetes
+    API through Kube); `incluster`: the in-cluster reaper, the same loop and rules with the
+    standard library's HTTP to the API server (tfhelm.pod.apiserver), run by the chart with
+    the task image's own Python.
   * `console`: the reaper at a console (`tfhelm reap`, `tfhelm up --reap`); `metrics`: its
-    Prometheus metrics in the cluster.
+    Prometheus metrics.
 
-Idempotent by construction: every action tolerates "already done" (a release already gone,
-a 404, an Event that exists: Event names are deterministic), and the grace period can count
-from the Job's end as the API server recorded it, so a reaper killed at any point and
-restarted reaches the same end state, at the same time.
+`rules`, `loop`, `protocol`, `incluster` and `metrics` use the standard library only: the
+chart ships them (hack/chart-files.py). Idempotent by construction: every action tolerates
+"already done" (a release already gone, a 404, an Event that exists: Event names are
+deterministic), and the grace period can count from the Job's end as the API server recorded
+it, so a reaper killed at any point and restarted reaches the same end state, at the same time.
 """
 
-from tfhelm.reaper.client import Gone, KubeReapClient, ReapClient
+from dataclasses import replace
+
+from tfhelm.reaper.client import Gone, KubeReapClient
 from tfhelm.reaper.loop import WATCH_SECONDS, Reaper
-from tfhelm.reaper.rules import (DEFAULT_GRACE, EVENT_SOURCE, GRACE, KEEP, POLICIES, REAP,
-                                 REASON_KEPT, REASON_REAPED, REASON_REAPING, TIMESTAMP_RESOLUTION,
-                                 WAIT, Decision, ReapConfig, Result, decide,
-                                 event_name)
+from tfhelm.reaper.protocol import ReapClient, Rule, Source, View
+from tfhelm.reaper.rules import (EVENT_SOURCE, GRACE, KEEP, POLICIES, REAP, REASON_KEPT, REASON_REAPED,
+                                 REASON_REAPING, TIMESTAMP_RESOLUTION, WAIT, Decision, ReapConfig, Result,
+                                 decide, event_name)
 
 __all__ = [
-    "DEFAULT_GRACE", "EVENT_SOURCE", "GRACE", "KEEP", "POLICIES", "REAP", "REASON_KEPT",
-    "REASON_REAPED", "REASON_REAPING", "TIMESTAMP_RESOLUTION", "WAIT", "WATCH_SECONDS",
-    "Decision", "Gone", "KubeReapClient", "ReapClient", "ReapConfig", "Reaper", "Result",
-    "decide", "event_name",
+    "EVENT_SOURCE", "GRACE", "KEEP", "POLICIES", "REAP", "REASON_KEPT", "REASON_REAPED", "REASON_REAPING",
+    "TIMESTAMP_RESOLUTION", "WAIT", "WATCH_SECONDS", "Decision", "Gone", "KubeReapClient", "ReapClient",
+    "ReapConfig", "Reaper", "Result", "Rule", "Source", "View", "decide", "default_config", "event_name",
 ]
+
+
+def default_config(**changes) -> ReapConfig:
+    """The chart's `reaper:` values (the in-cluster reaper's defaults, and `tfhelm reap`'s),
+    with `changes` (ReapConfig's fields)."""
+    from tfhelm.chart import default_values
+
+    return replace(ReapConfig.from_section(default_values()["reaper"]), **changes).validate()

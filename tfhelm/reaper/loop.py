@@ -2,7 +2,9 @@
 events on Jobs and on Succeeded pods into typed events on a queue, and the main loop that
 keeps the Jobs, the pods' counts, the grace timers and each training run's memory, and
 hands actions to small pools (deletes first, Helm after). A pod event is decided at once:
-the Job controller counts pods about a second later."""
+the Job controller counts pods about a second later. Standard library only: `tfhelm reap`
+runs it with its client (tfhelm.reaper.client), the in-cluster reaper with its own
+(tfhelm.reaper.incluster)."""
 
 from __future__ import annotations
 
@@ -13,19 +15,20 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Callable
 
-from tfhelm.cluster import feed, spec, training
+from tfhelm.cluster import feed, training
 from tfhelm.cluster.feed import WATCH_SECONDS, Changed, Fatal, Listed, Note, WatchFailed
 from tfhelm.cluster.training import JobRow
-from tfhelm.errors import SpecError, TfhelmError, forbidden, user_facing
-from tfhelm.kube import CLUSTER_LABEL, ROLE_LABEL
-from tfhelm.reaper.client import ReapClient
+from tfhelm.contract import CLUSTER_LABEL, ROLE_LABEL
+from tfhelm.errors import SpecError, TfhelmError
+from tfhelm.reaper.protocol import ReapClient, Rule, View
 from tfhelm.reaper.rules import (GRACE, KEEP, REAP, REASON_KEPT, REASON_REAPED, REASON_REAPING, WAIT,
                                  Decision, ReapConfig, Result, decide, never_finishes)
 
 __all__ = ["WATCH_SECONDS", "Reaper"]
-# Without read access to pods (the in-cluster reaper's Role grants none), the Jobs alone
+# Without read access to pods (a kubeconfig or Role without it), the Jobs alone
 # decide: about a second later, when the Job controller has counted the pods.
 NO_PODS = "no read access to pods: training done is seen from the Jobs alone"
+RULE_TICK = 5.0  # seconds: how often further rules decide when nothing changes
 
 
 # -------------------------------------------------- what else goes on the queue (beside the feeds' events)
@@ -39,11 +42,20 @@ class ActionDone:
 
 
 @dataclass(frozen=True)
+class RuleDone:
+    """An action of a further rule ended: a line to log, or an error."""
+    rule: Rule
+    action: object
+    line: str | None = None
+    error: Exception | None = None
+
+
+@dataclass(frozen=True)
 class Stop:
     pass
 
 
-Event = Listed | Changed | Note | WatchFailed | Fatal | ActionDone | Stop
+Event = Listed | Changed | Note | WatchFailed | Fatal | ActionDone | RuleDone | Stop
 
 
 @dataclass
@@ -57,17 +69,21 @@ class _Running:
 class Reaper:
     """Watch one cluster (`cluster=NAME`) or every cluster in a namespace (`cluster=None`)
     and reap each once its training is done. `run()` returns the cluster's Result, or
-    never returns with `forever=True` (in-cluster use) until `stop()`."""
+    never returns with `forever=True` (in-cluster use) until `stop()`. `rules`: further
+    decisions made beside the reaping (tfhelm.reaper.protocol.Rule); `reap=False`: only those
+    (a queued cluster with nothing to reap still needs its gates opened: tfhelm.reaper.gates)."""
 
-    def __init__(self, client: ReapClient, namespace: str, cluster: str | None = None,
-                 config: ReapConfig = ReapConfig(), *, forever: bool = False,
+    def __init__(self, client: ReapClient, namespace: str, cluster: str | None, config: ReapConfig, *,
+                 forever: bool = False, rules: list[Rule] | tuple = (),
                  log_line: Callable[[str], None] = print,
                  log_record: Callable[[dict], None] | None = None,
                  metrics=None,
                  on_status: Callable[[str, str], None] | None = None,
                  clock: Callable[[], float] = time.time, workers: int = 8,
-                 backoff: tuple[float, float] = (0.2, 5.0)):
+                 backoff: tuple[float, float] = (0.2, 5.0), reap: bool = True):
         self.client, self.namespace, self.cluster = client, namespace, cluster
+        self.reap = reap
+        self._queued_since: dict[str, float] = {}  # Kueue-queued clusters waiting: since when
         self.config = config.validate()
         self.forever = forever or cluster is None
         self.log_line, self.on_status, self.clock = log_line, on_status, clock
@@ -92,6 +108,10 @@ class Reaper:
         self._helm_pool = ThreadPoolExecutor(max(1, workers // 2), thread_name_prefix="tfhelm-helm")
         self._last_status: dict[str, str] = {}
         self._watch_errors = 0
+        self.rules = list(rules)
+        self._objects = {name: {} for r in self.rules for name in r.sources}  # the rules' sources
+        self._rule_actions: dict[tuple, float | None] = {}  # (rule, action) -> retry time; None: running
+        self._rule_done: set[tuple] = set()  # done, while the rule still decides them
 
     # -- public
 
@@ -99,9 +119,13 @@ class Reaper:
         c, ns, args = self.client, self.namespace, (self._events, self._stop, self.backoff)
         jobs, pods = self.selector, self.pod_selector
         feeds = [feed.Feed("jobs", "Jobs", lambda: c.list_jobs(ns, jobs),
-                           lambda rv, t: c.watch_jobs(ns, jobs, rv, t), *args).start(),
+                           lambda rv, t: c.watch_jobs(ns, jobs, rv, t), *args, refused=c.refused).start(),
                  feed.Feed("pods", "pods", lambda: c.list_pods(ns, pods),
-                           lambda rv, t: c.watch_pods(ns, pods, rv, t), *args, optional=NO_PODS).start()]
+                           lambda rv, t: c.watch_pods(ns, pods, rv, t), *args, optional=NO_PODS,
+                           refused=c.refused).start()]
+        for name, source in ((n, s) for r in self.rules for n, s in r.sources.items()):
+            feeds.append(feed.Feed(name, name, lambda s=source: s.list(c, ns),
+                                   lambda rv, t, s=source: s.watch(c, ns, rv, t), *args, refused=c.refused).start())
         try:
             return self._main_loop()
         finally:
@@ -137,6 +161,13 @@ class Reaper:
         match event:
             case Fatal(error):
                 raise error
+            case Listed(name, items) if name in self._objects:
+                self._objects[name] = {o["metadata"]["uid"]: o for o in items}
+            case Changed(name, kind, obj) if name in self._objects:
+                if kind == "DELETED":
+                    self._objects[name].pop(obj["metadata"]["uid"], None)
+                else:
+                    self._objects[name][obj["metadata"]["uid"]] = obj
             case Listed("pods", pods):
                 self._pods = training.SucceededTasks()
                 for pod in pods:
@@ -160,6 +191,8 @@ class Reaper:
                     self._say(f"API server unreachable, retrying ({reason})", level="warning")
             case ActionDone(decision, result, error):
                 self._finished(decision, result, error)
+            case RuleDone(rule, action, line, error):
+                self._rule_finished(rule, action, line, error)
 
     def _watching_again(self) -> None:
         if self._watch_errors:
@@ -177,7 +210,7 @@ class Reaper:
 
     def _first_look(self) -> None:
         """Say at once what can never work, instead of waiting forever."""
-        for cluster, jobs in sorted(self._clusters().items()):
+        for cluster, jobs in sorted(self._clusters().items()) if self.reap else ():
             if never_finishes(jobs, self.config):
                 self._say("warning: the workers only run TF servers "
                           f"(in-graph) and never finish; completion '{self.config.completion}' "
@@ -228,7 +261,8 @@ class Reaper:
         clusters = self._clusters()
         if self.metrics:
             self.metrics.watching(len(clusters))
-        for cluster, jobs in sorted(clusters.items()):
+        self._watch_queue(clusters, now)
+        for cluster, jobs in sorted(clusters.items()) if self.reap else ():
             if cluster in self._busy or self._retry_at.get(cluster, 0) > now:
                 continue
             d = self._decide(cluster, jobs, now)
@@ -247,6 +281,19 @@ class Reaper:
             if d.action == REAP and not run.announced:  # no grace announced it: say it now,
                 self._pool.submit(self._announce, d)     # beside the deletes, not after them
             self._pool.submit(self._act, d)
+        if self.rules:
+            self._evaluate_rules(View(self.namespace, clusters, self._pods, self._objects), now)
+
+    def _evaluate_rules(self, view: View, now: float) -> None:
+        """Each further rule's due actions, started unless running, waiting for a retry, or
+        done while the rule still decides them."""
+        decided = {(r, a) for r in self.rules for a in r.decide(view, now)}
+        self._rule_done &= decided
+        for key in decided - self._rule_done:
+            retry = self._rule_actions.get(key, 0.0)
+            if retry is not None and retry <= now:
+                self._rule_actions[key] = None
+                self._pool.submit(self._rule_act, *key)
 
     def _decide(self, cluster: str, jobs: list[JobRow], now: float) -> Decision:
         d = decide(cluster, jobs, self.config, now, pods=self._pods)
@@ -262,12 +309,36 @@ class Reaper:
             return None
         now = self.clock()
         times = [t for c, t in self._retry_at.items() if c not in self._busy]
-        for cluster, jobs in self._clusters().items():
+        times += [t for t in self._rule_actions.values() if t is not None]
+        if self.rules:  # a rule may decide by the clock alone (a node gone for long enough)
+            times.append(now + RULE_TICK)
+        for cluster, jobs in self._clusters().items() if self.reap else ():
             if cluster not in self._busy:
                 d = self._decide(cluster, jobs, now)
                 if d.action == GRACE:
                     times.append(d.due)
         return max(0.0, min(times) - now) + 0.01 if times else None
+
+    def _watch_queue(self, clusters: dict[str, list[JobRow]], now: float) -> None:
+        """Which Kueue-queued clusters wait for admission, and since when (a line at each change,
+        the metrics' gauge); a wait that ends in an admission is a sample of their histogram."""
+        waiting = {}
+        for cluster, jobs in clusters.items():
+            workers = training.queued(jobs)
+            if workers and not training.training_done(jobs, self.config.completion, self._pods):
+                waiting[cluster] = workers.suspended_since.timestamp() if workers.suspended_since else now
+        for cluster in self._queued_since.keys() - waiting.keys():
+            since = self._queued_since.pop(cluster)
+            if cluster in clusters and not training.queued(clusters[cluster]):
+                self._say(f"admitted by Kueue after {max(0.0, now - since):.0f}s in the queue", cluster)
+                if self.metrics:
+                    self.metrics.admitted(now - since)
+        for cluster, since in waiting.items():
+            if cluster not in self._queued_since:
+                self._say("queued: waiting for Kueue to admit the workers", cluster)
+            self._queued_since[cluster] = since
+        if self.metrics:
+            self.metrics.queued(dict(self._queued_since))
 
     # -- actions (pool threads); each ends in one ActionDone on the queue
 
@@ -288,6 +359,29 @@ class Reaper:
         except Exception as e:  # noqa: BLE001 - reported and retried by the main loop
             self._events.put(ActionDone(d, error=e))
 
+    def _rule_act(self, rule: Rule, action) -> None:
+        try:
+            self._events.put(RuleDone(rule, action, rule.act(self.client, action)))
+        except Exception as e:  # noqa: BLE001 - reported and retried by the main loop
+            self._events.put(RuleDone(rule, action, error=e))
+
+    def _rule_finished(self, rule: Rule, action, line: str | None, error: Exception | None) -> None:
+        key = (rule, action)
+        refusal = None if error is None else self.client.refused(error)
+        if refusal is not None:
+            raise refusal
+        if error is None:
+            self._rule_actions.pop(key, None)
+            self._rule_done.add(key)
+            if line:
+                self._say(f"{rule.name}: {line}")
+            return
+        self._rule_actions[key] = self.clock() + self.backoff[1]
+        if self.metrics:
+            self.metrics.error("action")
+        self._say(f"{rule.name}: {action} failed, retrying in {self.backoff[1]:g}s: "
+                  f"{type(error).__name__}: {error}".splitlines()[0], level="error")
+
     def _announce(self, d: Decision) -> None:
         """The TFClusterReaping Event of a reap with no grace left: training is done, seen
         the moment the decisive pod succeeded; the reap's own Event follows its deletes."""
@@ -305,7 +399,11 @@ class Reaper:
         gone = self.client.delete_ps(ns, d.cluster)
         if gone:
             removed.append(f"deleted {', '.join(gone)}")
-        if d.stop_workers and self.client.suspend_job(ns, d.stop_workers):
+        if d.stop_workers and d.stop_by_delete:
+            if self.client.delete_job(ns, d.stop_workers):
+                removed.append(f"deleted Job {d.stop_workers} (in-graph worker servers stop and Kueue "
+                               "frees their quota: a queued Job cannot stay suspended)")
+        elif d.stop_workers and self.client.suspend_job(ns, d.stop_workers):
             removed.append(f"suspended Job {d.stop_workers} (in-graph worker servers stop; "
                            "the Job stays)")
         return removed
@@ -313,8 +411,9 @@ class Reaper:
     def _finish_reap(self, d: Decision, removed: list[str]) -> None:
         """The PS release's record (its Secrets and ConfigMap), then the Event."""
         try:
-            ns, release = self.namespace, spec.ps_release(d.cluster)
-            if not self.config.delete_directly and self.client.uninstall(release, ns):
+            ns = self.namespace
+            release = None if self.config.delete_directly else self.client.uninstall_ps(ns, d.cluster)
+            if release:
                 removed.insert(len([r for r in removed if r.startswith("deleted ")]),
                                f"uninstalled release {ns}/{release}")
             did = "; ".join(removed) or "parameter servers already gone"
@@ -327,8 +426,9 @@ class Reaper:
     def _finished(self, d: Decision, result: Result | None, error: Exception | None) -> None:
         self._busy.discard(d.cluster)
         run = self._runs.setdefault(d.key, _Running())
-        if error is not None and forbidden(error):
-            raise user_facing(error) or error
+        refusal = None if error is None else self.client.refused(error)
+        if refusal is not None:
+            raise refusal
         if error is not None:
             if self.metrics:
                 self.metrics.error("action")

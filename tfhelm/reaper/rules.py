@@ -1,25 +1,19 @@
 """The reaper's pure rules: its configuration, and what to do about one cluster now (Jobs +
-configuration + clock -> one Decision). No I/O; when training is done is tfhelm.cluster.training's."""
+configuration + clock -> one Decision), and the Event that records it. No I/O; when training
+is done is tfhelm.cluster.training's. Standard library only: the in-cluster reaper runs this
+in the task image (the chart ships it), and `tfhelm reap` runs the same."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING
 
 from tfhelm import contract
-from tfhelm.chart import default_values
 from tfhelm.cluster import training
 from tfhelm.cluster.training import COMPLETIONS, JobRow
 from tfhelm.errors import SpecError
 
-if TYPE_CHECKING:
-    from tfhelm.cluster.values import ClusterValues
-
 POLICIES = tuple(contract.contract()["reaper"]["onFailure"])
-# The chart's `reaper:` values are the defaults of the in-cluster reaper and of `tfhelm reap`.
-DEFAULTS = default_values()["reaper"]
-DEFAULT_GRACE = DEFAULTS["grace"]
 # Event reasons, on the Job that decided (the chief's, or the workers').
 REASON_REAPING = "TFClusterReaping"  # condition holds; grace period running
 REASON_REAPED = "TFClusterReaped"
@@ -33,9 +27,10 @@ WAIT, GRACE, REAP, KEEP = "wait", "grace", "reap", "keep"
 
 @dataclass(frozen=True)
 class ReapConfig:
-    grace: float = DEFAULT_GRACE
-    completion: str = DEFAULTS["completion"]
-    on_failure: str = DEFAULTS["onFailure"]
+    """The chart's `reaper:` values are its defaults (tfhelm.reaper.default_config)."""
+    grace: float
+    completion: str
+    on_failure: str
     # Delete PS Deployments/Services directly, never through Helm (one-release clusters;
     # the in-cluster reaper of such a cluster has no permission on Helm's Secrets).
     delete_directly: bool = False
@@ -51,17 +46,12 @@ class ReapConfig:
         return self
 
     @classmethod
-    def of(cls, cluster: ClusterValues) -> "ReapConfig":
-        """A cluster's `reaper:` section (validated when read: only `--reap` and the reaper
-        need it, so a bad one does not stop the rest)."""
-        return cls.from_section(cluster.effective.get("reaper") or {})
-
-    @classmethod
     def from_section(cls, section: dict) -> "ReapConfig":
-        """The chart's `reaper:` values (defaults already coalesced in: tfhelm.cluster.values)."""
-        return cls(grace=section.get("grace", DEFAULT_GRACE),
-                   completion=section.get("completion", DEFAULTS["completion"]),
-                   on_failure=section.get("onFailure", DEFAULTS["onFailure"])).validate()
+        """A `reaper:` section of the chart's values, with the chart's defaults coalesced in
+        (validated when read: only `--reap` and the reaper need it, so a bad one does not
+        stop the rest)."""
+        return cls(grace=section["grace"], completion=section["completion"],
+                   on_failure=section["onFailure"]).validate()
 
 
 @dataclass(frozen=True)
@@ -73,6 +63,9 @@ class Decision:
     outcome: str | None = None  # "Complete" / "Failed" once decided
     due: float | None = None  # GRACE: epoch seconds when it turns into REAP
     stop_workers: str | None = None  # name of an in-graph worker Job to suspend
+    # ... deleted instead when it is queued: Kueue starts a suspended Job of an admitted
+    # Workload again, and patching the Workload would need a right that raises priorities.
+    stop_by_delete: bool = False
 
     @property
     def key(self) -> tuple:
@@ -118,12 +111,13 @@ def decide(cluster: str, jobs: list[JobRow], cfg: ReapConfig, now: float,
                             f"(--on-failure keep); remove them with `tfhelm reap {cluster} "
                             f"--on-failure reap` or `tfhelm down {cluster}`", job, outcome)
     stop = serving_workers(jobs)
+    by_delete = bool(stop and training.current_jobs(jobs)["worker"].queue)
     since = [t for t in (observed, _server_time(job, cfg.completion)) if t is not None]
     due = min(since, default=now) + cfg.grace
     if now < due:
         return Decision(GRACE, cluster, f"{why}; parameter servers go at "
-                        f"{_clock(due)} (grace {cfg.grace:g}s)", job, outcome, due, stop)
-    return Decision(REAP, cluster, f"{why}; grace {cfg.grace:g}s passed", job, outcome, due, stop)
+                        f"{_clock(due)} (grace {cfg.grace:g}s)", job, outcome, due, stop, by_delete)
+    return Decision(REAP, cluster, f"{why}; grace {cfg.grace:g}s passed", job, outcome, due, stop, by_delete)
 
 
 def serving_workers(jobs: list[JobRow]) -> str | None:
@@ -160,3 +154,36 @@ def _clock(t: float) -> str:
 def event_name(job: JobRow, reason: str) -> str:
     """Deterministic, so emitting an Event twice (a restarted reaper) is a no-op."""
     return f"{job.name}.{reason.lower()}.{job.uid[:8]}"
+
+
+def event(namespace: str, job: JobRow, reason: str, message: str, warning: bool, instance: str,
+          now: datetime) -> dict:
+    """The Event that records a decision, on the Job that decided."""
+    involved = {"apiVersion": "batch/v1", "kind": "Job", "name": job.name, "namespace": namespace, "uid": job.uid}
+    return _event(event_name(job, reason), namespace, involved, {contract.CLUSTER_LABEL: job.cluster}, reason,
+                  message, warning, instance, now)
+
+
+def stopping_event(namespace: str, instance: str, now: datetime) -> dict:
+    """The Event of the reaper's pod (`instance`) told to stop: the API server refuses it in a
+    namespace being deleted, which is how the reaper learns that."""
+    involved = {"apiVersion": "v1", "kind": "Pod", "name": instance, "namespace": namespace}
+    return _event(f"{instance}.reaper-stopping"[:253], namespace, involved, {}, "ReaperStopping",
+                  "the reaper was told to stop", False, instance, now)
+
+
+def _event(name: str, namespace: str, involved: dict, labels: dict, reason: str, message: str, warning: bool,
+           instance: str, now: datetime) -> dict:
+    stamp = now.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return {
+        "apiVersion": "v1", "kind": "Event",
+        "metadata": {"name": name, "namespace": namespace, **({"labels": labels} if labels else {})},
+        "involvedObject": involved,
+        "reason": reason, "message": message[:1024], "type": "Warning" if warning else "Normal",
+        "firstTimestamp": stamp, "lastTimestamp": stamp, "count": 1, "source": {"component": EVENT_SOURCE},
+        "reportingComponent": "tfhelm.io/reaper", "reportingInstance": instance[:128]}
+
+
+def ps_selector(cluster: str) -> str:
+    """The labels of a cluster's PS Deployments and Services: what a reap deletes."""
+    return f"{contract.CLUSTER_LABEL}={cluster},{contract.ROLE_LABEL}=ps"

@@ -8,12 +8,14 @@ user-env release. The token leaves the cluster only through `urls()`.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import secrets
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
-from tfhelm.errors import AdmissionRefused, SpecError, TfhelmError
+from tfhelm import releases
+from tfhelm.errors import AdmissionRefused, Forbidden, SpecError, TfhelmError
 from tfhelm.kube import CLUSTER_LABEL
 from tfhelm.workspace import rules
 
@@ -34,23 +36,39 @@ def render(opts: rules.UserOptions, helm: Helm, values: dict | None = None) -> l
 
 def add(opts: rules.UserOptions, helm: Helm, kube: Kube, notify: Notify = lambda _: None) -> None:
     """Create or update a user's workspace. A failed first install leaves nothing behind;
-    an existing token is kept, so adding a user again only upgrades the release."""
+    an existing token is kept, so adding a user again only upgrades the release. What the
+    options say is what the workspace gets: a fence object the values no longer hold (the
+    `--metrics-from` policy) goes, rather than outliving the release (Helm keeps it)."""
     values = rules.compute_user_values(opts)
     ns = rules.user_namespace(opts.name)
-    render(opts, helm, values)  # bad values are refused before anything touches the cluster
+    rendered = render(opts, helm, values)  # bad values are refused before anything touches the cluster
     kube.ping()
-    apply_service_policy(kube)
+    values = _with_queue(opts, values, kube)
+    for name in dict.fromkeys(opts.priority_classes):
+        if kube.read("PriorityClass", None, name) is None:
+            raise SpecError("--priority-class", f"there is no PriorityClass '{name}'", "see `kubectl get priorityclass`")
+    queue = rules.queue_settings(values)
+    apply_policies(kube, rules.priority_policy() if queue["enabled"] else [])
+    if queue["enabled"]:
+        notify(f"Kueue: ClusterQueue {ns} (cohort {queue['cohort'] or 'none'}, nominal "
+               f"{', '.join(f'{k} {v}' for k, v in sorted(queue['nominalQuota'].items()))}) and LocalQueue "
+               f"{ns}/{queue['name']}; priorities it may use: {', '.join(queue['priorityClasses']) or 'the default only'} "
+               f"(ValidatingAdmissionPolicy {PRIORITY_POLICY})")
     created_ns = _ensure_namespace(kube, opts.name)
     if created_ns:
         notify(f"created namespace {ns} (Pod Security: restricted)")
     try:
         wait_service_policy(kube, ns)
+        # Its record may predate the policy that keeps the user from rewriting it: Helm's
+        # upgrade deletes what the record names, so check it names only the workspace's.
+        releases.check_records(kube, ns, rules.RELEASE, frozenset(WORKSPACE_KINDS),
+                               frozenset((o["kind"], o["metadata"]["name"]) for o in rendered))
     except Exception:
         if created_ns:
             kube.delete_namespace(ns)
         raise
-    notify(f"Services in {ns}: ClusterIP or headless only, no externalIPs "
-           f"(ValidatingAdmissionPolicy {POLICY})")
+    notify(f"fenced {ns}: Services ClusterIP or headless only, the release's record, NetworkPolicies and "
+           f"the user node the admin's (ValidatingAdmissionPolicies {', '.join(rules.policy_names())})")
     created_token = _ensure_token(kube, ns, opts.name)
     if created_token:
         notify(f"created the notebook's login token in Secret {ns}/{rules.token_secret()}")
@@ -66,19 +84,53 @@ def add(opts: rules.UserOptions, helm: Helm, kube: Kube, notify: Notify = lambda
         elif created_token:
             kube.delete_secret(ns, rules.token_secret())
         raise
+    for what in _drop_stale_fence(kube, ns, rendered):
+        notify(f"deleted {what} from {ns}: the workspace's values no longer hold it")
+
+
+def _drop_stale_fence(kube: Kube, ns: str, rendered: list[dict]) -> list[str]:
+    """The fence objects (kept on uninstall, so kept by Helm when a value drops them) that
+    the workspace's render no longer holds: deleted, as "Kind name"."""
+    wanted = {(o["kind"], o["metadata"]["name"]) for o in rendered}
+    selector = f"{releases.INSTANCE}={rules.RELEASE},app.kubernetes.io/component=policy"
+    return [f"{kind} {m['name']}" for kind in sorted(FENCE - {"PersistentVolumeClaim"})
+            for m in kube.metadata(kind, ns, selector)
+            if (kind, m["name"]) not in wanted and kube.delete(kind, ns, m["name"])]
 
 
 POLICY = "tfhelm-user-services"
+PRIORITY_POLICY = "tfhelm-user-priorities"
 
 
-def apply_service_policy(kube: Kube) -> None:
-    """The cluster-wide policy that fences every user namespace's Services (server-side
-    apply: the same objects again change nothing)."""
-    for obj in rules.service_policy():
+def _with_queue(opts: rules.UserOptions, values: dict, kube: Kube) -> dict:
+    """The values with the workspace's Kueue queue where Kueue is installed (unless
+    --no-queue); asked for (a --queue-* option) where it is not: a usage error."""
+    serves = opts.queue is not False and kube.serves_kueue()
+    if opts.queue_asked() or opts.queue:
+        if not serves:
+            raise SpecError("--queue", "this cluster has no Kueue (kueue.x-k8s.io is not served)",
+                            "install Kueue, or leave the --queue-*, --borrow-* and --priority options out")
+    elif serves:
+        values = rules.compute_user_values(dataclasses.replace(opts, queue=True))
+    queue = rules.queue_settings(values)
+    if queue["enabled"]:
+        flavor = queue["flavor"]
+        if kube.read_resource_flavor(flavor) is None:
+            raise SpecError("--queue-flavor", f"no Kueue ResourceFlavor '{flavor}' (the workspace's quota is of it)",
+                            "see `kubectl get resourceflavors`, or pass --no-queue")
+    return values
+
+
+def apply_policies(kube: Kube, more: list[dict] = ()) -> None:
+    """The cluster-wide policies that fence every user namespace, after `more` (the Kueue
+    priorities' where workspaces have queues), by server-side apply (the same objects again
+    change nothing), the Services' last: `wait_service_policy` waits until the API server
+    enforces it, and so the others applied before it."""
+    for obj in [*more, *rules.cluster_policies()]:
         if not kube.serves(obj):  # ValidatingAdmissionPolicy is GA since 1.30
             raise TfhelmError(f"this cluster does not serve {obj['kind']} ({obj['apiVersion']}): "
-                              "Kubernetes 1.30 or later is needed to keep users from creating "
-                              "Services that capture other users' traffic (ValidatingAdmissionPolicy)")
+                              "Kubernetes 1.30 or later is needed to fence the users' namespaces "
+                              f"(ValidatingAdmissionPolicy {obj['metadata']['name']})")
         kube.apply(obj)
 
 
@@ -99,6 +151,17 @@ def wait_service_policy(kube: Kube, ns: str, timeout: float = 30) -> None:
             raise TfhelmError(f"ValidatingAdmissionPolicy {POLICY} is not enforced in namespace {ns} "
                               f"after {timeout:.0f}s; check `kubectl get validatingadmissionpolicybinding {POLICY}`")
         time.sleep(0.5)
+
+
+def workspace_queue(user: str, kube: Kube) -> str | None:
+    """The Kueue LocalQueue of a user's workspace (None: it has none, Kueue is not installed,
+    or the caller may not read LocalQueues: a workspace made without a queue grants no such
+    right to its notebook)."""
+    try:
+        found = kube.local_queues(rules.user_namespace(user), rules.local_queue_selector(user))
+    except Forbidden:
+        return None
+    return found[0]["metadata"]["name"] if len(found) == 1 else None
 
 
 def require_workspace(user: str, kube: Kube) -> None:
@@ -205,26 +268,71 @@ def _ensure_token(kube: Kube, ns: str, user: str) -> bool:
         "stringData": {rules.TOKEN_KEY: secrets.token_urlsafe(32)}})
 
 
-def remove(user: str, helm: Helm, kube: Kube, purge: bool = False,
-                 notify: Notify = lambda _: None) -> bool:
-    """Uninstall the workspace and revoke its token (the notebook's account goes); the
-    namespace, its volumes and its fence (NetworkPolicies, quota, LimitRange: the chart
-    keeps them) stay unless `purge` (which deletes the namespace with everything in it, TF
-    clusters too), so whatever still runs there stays isolated. False when the user has no
-    workspace."""
+# The workspace release's kinds that `remove` deletes (by label, tfhelm/releases.py); its
+# PVCs and its fence (NetworkPolicies, quota, LimitRange) stay, as Helm keeps them.
+WORKSPACE_KINDS = ("Deployment", "Service", "Ingress", "ConfigMap", "PersistentVolumeClaim", "NetworkPolicy",
+                   "ResourceQuota", "LimitRange", "RoleBinding", "Role", "ServiceAccount", "LocalQueue",
+                   "ClusterQueue")
+FENCE = frozenset({"PersistentVolumeClaim", "NetworkPolicy", "ResourceQuota", "LimitRange"})
+SA_TOKEN = "kubernetes.io/service-account-token"
+
+
+@dataclass
+class Removal:
+    """What `remove` did: each "Kind name" deleted (the workspace) and revoked (every
+    identity and grant in the namespace), and what it kept (volumes, fence)."""
+    deleted: list[str]
+    revoked: list[str]
+    kept: list[str]
+
+
+def remove(user: str, kube: Kube, purge: bool = False, notify: Notify = lambda _: None) -> Removal | None:
+    """Remove the workspace and revoke everything its user could act with: the namespace's
+    ServiceAccounts (their tokens stop working at once) but `default`, token Secrets, Roles
+    and RoleBindings (made by the chart, by the user, by their TF clusters' reapers), and
+    the login token. The release goes by its labels, its record unread (tfhelm/releases.py).
+    The namespace, its volumes and its fence (NetworkPolicies, quota, LimitRange) stay unless
+    `purge` (which deletes the namespace with everything in it, TF clusters too), so whatever
+    still runs there stays isolated. None when the user has no workspace."""
     ns = rules.user_namespace(user)
     existing = kube.read_namespace(ns)
     if existing is None or _user_of(existing) != user or _terminating(existing):
-        return False
-    if helm.uninstall(rules.RELEASE, ns):
-        notify(f"uninstalled release {ns}/{rules.RELEASE}")
+        return None
+    revoked = _revoke(kube, ns)  # first: the user's tokens stop working before anything else goes
+    gone = releases.remove(kube, ns, rules.RELEASE, WORKSPACE_KINDS, keep=FENCE)
+    if gone.found:
+        notify(f"uninstalled release {ns}/{rules.RELEASE} (its objects, by their labels; no hooks run)")
+    revoked += _revoke(kube, ns)  # what the user made meanwhile
     name = rules.token_secret()
     if kube.delete_secret(ns, name):
-        notify(f"deleted the login token Secret {ns}/{name}")
+        revoked.append(f"Secret {name} (the login token)")
+    if revoked:
+        notify(f"revoked in {ns}: {', '.join(revoked)}")
     if purge:
+        # The Jobs first, and their pods released from the Job controller's finalizer, which
+        # Kubernetes up to 1.36.3 may leave on them and keep the namespace deleting forever
+        # (Kube.release_tracking_finalizers).
+        for meta in kube.metadata("Job", ns):
+            kube.delete("Job", ns, meta["name"])
+        kube.release_tracking_finalizers(ns)
         kube.delete_namespace(ns)
         notify(f"deleting namespace {ns}: the code, logs and data volumes and all in it")
-    return True
+    return Removal(gone.deleted, revoked, gone.kept)
+
+
+def _revoke(kube: Kube, ns: str) -> list[str]:
+    """Delete every identity and grant in the namespace: ServiceAccounts but `default` (a
+    bound token stops working with its account), service-account token Secrets, RoleBindings
+    and Roles. What was deleted, as "Kind name"."""
+    revoked = []
+    for kind in ("ServiceAccount", "RoleBinding", "Role"):
+        for meta in kube.metadata(kind, ns):
+            if not (kind == "ServiceAccount" and meta["name"] == "default") and kube.delete(kind, ns, meta["name"]):
+                revoked.append(f"{kind} {meta['name']}")
+    for name in kube.secret_names(ns, f"type={SA_TOKEN}"):
+        if kube.delete_secret(ns, name):
+            revoked.append(f"Secret {name} (a ServiceAccount token)")
+    return revoked
 
 
 def still_running(user: str, kube: Kube) -> list[str]:

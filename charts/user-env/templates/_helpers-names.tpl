@@ -38,3 +38,13 @@ The workspace owns its namespace, so names derive from the release, not the user
 {{- define "user-env.filesUrl" -}}
 http://{{ include "user-env.componentName" (dict "root" . "component" "codeServer") }}.{{ .Release.Namespace }}.svc:{{ .Values.codeServer.service.port }}/
 {{- end }}
+
+{{/* The workspace's Kueue ClusterQueue (cluster-scoped): named after its namespace. */}}
+{{- define "user-env.clusterQueueName" -}}
+{{- .Release.Namespace -}}
+{{- end }}
+
+{{/* The Role and RoleBinding of the workspace's queue (priorities it may use, status reads). */}}
+{{- define "user-env.queueRoleName" -}}
+{{- .Release.Name }}-queue
+{{- end }}

@@ -18,7 +18,7 @@ app.kubernetes.io/part-of: tfhelm
 app.kubernetes.io/managed-by: {{ .root.Release.Service }}
 app.kubernetes.io/version: {{ .root.Chart.AppVersion | quote }}
 helm.sh/chart: {{ include "user-env.chart" .root }}
-tfhelm.io/user: {{ include "user-env.user" .root }}
+{{ (include "user-env.contract" .root | fromJson).labels.user }}: {{ include "user-env.user" .root }}
 {{- with .root.Values.commonLabels }}
 {{ toYaml . }}
 {{- end }}
@@ -238,4 +238,10 @@ when both are empty. Call with (dict "root" $ "extra" (dict ...)). */}}
 annotations:
   {{- toYaml . | nindent 2 }}
 {{- end }}
+{{- end }}
+
+{{/* The rules tf-cluster and tfhelm share (label keys among them): tf-cluster's contract, which
+`make chart-files` copies here as files/contract.json. Read with `| fromJson`. */}}
+{{- define "user-env.contract" -}}
+{{- .Files.Get "files/contract.json" -}}
 {{- end }}

@@ -23,7 +23,8 @@ annotations:
 {{- end }}
 
 {{/* nodeSelector, tolerations and affinity of a pod: a role's (`r`) non-empty setting,
-else the chart-wide one. Call with (dict "root" $ "r" $roleValues); renders pod spec keys. */}}
+else the chart-wide one (tolerations with the node-failure ones, "tf-cluster.tolerations"). Call with (dict "root" $ "r" $roleValues)
+(and "probe" true for a pod that is no task); renders pod spec keys. */}}
 {{- define "tf-cluster.placement" -}}
 {{- $r := .r | default dict -}}
 {{- $v := .root.Values -}}
@@ -31,7 +32,7 @@ else the chart-wide one. Call with (dict "root" $ "r" $roleValues); renders pod 
 nodeSelector:
   {{- toYaml . | nindent 2 }}
 {{- end }}
-{{- with $r.tolerations | default $v.tolerations }}
+{{- with include "tf-cluster.tolerations" . | fromJsonArray }}
 tolerations:
   {{- toYaml . | nindent 2 }}
 {{- end }}

@@ -7,14 +7,21 @@ cluster's generation (see tf-cluster.generation); the Service's does not. Call w
 {{- define "tf-cluster.job" -}}
 {{- $r := index .root.Values .role -}}
 {{- $labels := include "tf-cluster.labels" (dict "root" .root "component" .role) -}}
+{{- $contract := include "tf-cluster.contract" .root | fromYaml -}}
 apiVersion: batch/v1
 kind: Job
 metadata:
   name: {{ include "tf-cluster.jobName" . }}
   labels:
     {{- $labels | nindent 4 }}
-    tfhelm.io/generation: {{ include "tf-cluster.generation" .root | quote }}
-  {{- with include "tf-cluster.annotations" (dict "root" .root) }}{{ . | trim | nindent 2 }}{{ end }}
+    {{ $contract.labels.generation }}: {{ include "tf-cluster.generation" .root | quote }}
+    {{- if and (eq .role "worker") (include "tf-cluster.queued" .root) }}
+    {{- /* The cluster's one Kueue Workload. No `suspend` here: Kueue's webhook sets it at
+    creation and Kueue alone changes it after, so an upgrade never fights Kueue over it. */}}
+    {{- include "tf-cluster.queueLabels" .root | nindent 4 }}
+    {{- end }}
+  {{- /* What its tasks run: the reaper stops a Job of servers (in-graph workers). */}}
+  {{- with include "tf-cluster.annotations" (dict "root" .root "extra" (dict $contract.annotations.runs (include "tf-cluster.runs" .))) }}{{ . | trim | nindent 2 }}{{ end }}
 spec:
   completionMode: Indexed
   completions: {{ .replicas }}
@@ -68,8 +75,13 @@ index at once. Kubernetes wants the codes sorted: "%03d" sorts them as text.
 */}}
 {{- define "tf-cluster.podFailurePolicy" -}}
 {{- $f := .Values.failurePolicy -}}
+{{- $retry := $f.retryExitCodes -}}
+{{- if kindIs "invalid" $retry -}}
+{{- $task := (include "tf-cluster.contract" . | fromYaml).task -}}
+{{- $retry = prepend $task.retrySignalExitCodes $task.retryExitCode -}}
+{{- end -}}
 {{- $codes := list -}}
-{{- range $f.retryExitCodes }}{{ $codes = append $codes (printf "%03d" (int .)) }}{{ end -}}
+{{- range $retry }}{{ $codes = append $codes (printf "%03d" (int .)) }}{{ end -}}
 {{- $codes = $codes | sortAlpha | uniq -}}
 {{- $sorted := list -}}
 {{- range $codes }}{{ $sorted = append $sorted (atoi .) }}{{ end -}}

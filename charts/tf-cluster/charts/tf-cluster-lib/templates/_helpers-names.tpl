@@ -11,7 +11,10 @@ these rules; tests/chart/test_agreement.py proves both agree for many shapes.
 {{/*
 The cluster's generation: a short hash of what its pods are made from (every value except
 `components`, which only splits the cluster into releases, `reaper`, and what no task pod
-carries: `test`, `monitoring`, `commonAnnotations`, `enabled` and the library subchart's key `tf-cluster-lib`; plus the chart's version). Null values
+carries: `test`, `monitoring`, `networkPolicy`, `commonAnnotations`, `enabled` and the library subchart's key `tf-cluster-lib`; plus the chart's version).
+Of `queue` only whether there is one counts (the gated pods differ): its name and priority
+are labels of the worker Job, changed in place, and a cluster without a queue keeps the
+generation it had before `queue` existed. Null values
 are left out of the hash: Helm 3 keeps the chart's null defaults, Helm 4 drops them, and
 both must name the Jobs alike. Both releases of a split cluster compute the same one. A Job's pod template
 cannot change in place, so a Job's name carries the generation: a change makes Helm (or
@@ -20,10 +23,10 @@ its ReplicaSets, and `helm rollback` brings the old names back. tfhelm reads it 
 rendered chart (the config ConfigMap), never recomputes it.
 */}}
 {{- define "tf-cluster.generation" -}}
-{{- $v := omit .Values "components" "reaper" "test" "monitoring" "commonAnnotations" "enabled" "tf-cluster-lib" | toJson -}}
+{{- $v := omit .Values "components" "reaper" "test" "monitoring" "networkPolicy" "commonAnnotations" "enabled" "tf-cluster-lib" "queue" | toJson -}}
 {{- $v = regexReplaceAll `"[^"]*":null,?` $v "" | replace ",}" "}" -}}
 {{- $length := (include "tf-cluster.contract" . | fromYaml).names.generationLength -}}
-{{- printf "%s/%s/%s" .Chart.Version .Chart.AppVersion $v | sha256sum | trunc (int $length) -}}
+{{- printf "%s/%s/%s%s" .Chart.Version .Chart.AppVersion $v (ternary "/queued" "" (include "tf-cluster.queued" . | empty | not)) | sha256sum | trunc (int $length) -}}
 {{- end }}
 
 {{/* Job of a Job role; pod i's hostname is `<job>-<i>`. Call with (dict "root" $ "role" "worker").
@@ -56,6 +59,12 @@ a split cluster can be uninstalled alone. */}}
 {{- define "tf-cluster.pvcName" -}}
 {{- $vol := index .root.Values.storage .volume -}}
 {{- $vol.existingClaim | default (printf "%s-%s" (include "tf-cluster.name" .root) .volume) -}}
+{{- end }}
+
+{{/* The NetworkPolicy fencing one release's pods (either release of a split cluster may go
+alone, its fence with it). */}}
+{{- define "tf-cluster.networkPolicyName" -}}
+{{- printf "%s-fence" .Release.Name -}}
 {{- end }}
 
 {{/* The in-cluster reaper's Deployment, ServiceAccount, Role and RoleBinding. */}}

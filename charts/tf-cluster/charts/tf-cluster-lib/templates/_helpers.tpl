@@ -32,9 +32,11 @@ helm.sh/chart: {{ include "tf-cluster.chart" .root }}
 {{- if or (eq $c "all") (eq $c .part) (and (eq $c "workload") (ne .part "ps")) }}true{{ end -}}
 {{- end }}
 
-{{/* What a task runs: "server" (a TF server that never exits) or "script". */}}
+{{/* What a role's tasks run (the contract's `task.modes`): a TF server that never exits, or
+the script. Call with (dict "root" $ "role" "worker"). */}}
 {{- define "tf-cluster.runs" -}}
-{{- if or (eq .role "ps") (and (eq .role "worker") (eq .root.Values.mode "in-graph")) }}server{{ else }}script{{ end -}}
+{{- $task := (include "tf-cluster.contract" .root | fromYaml).task -}}
+{{- if has .role (index $task.servers .root.Values.mode) }}{{ $task.modes.server }}{{ else }}{{ $task.modes.script }}{{ end -}}
 {{- end }}
 
 {{/* `[registry/]repository:tag`, or without the tag when the repository carries a digest.

@@ -14,15 +14,12 @@ data:
   # The cluster spec: per role a count and a host pattern; the launcher expands it into
   # each task's TF_CONFIG (`launcher.py tfconfig` in a task's container prints it).
   cluster-spec.json: {{ include "tf-cluster.clusterSpec" . | toJson }}
-  launcher.py: |
-    {{- $lib.Files.Get "files/launcher.py" | nindent 4 }}
+  # The launcher every task runs (launcher.py; helm-test.py for `helm test`), the tfhelm
+  # modules they import and the contract, and with the in-cluster reaper its program too
+  # (reaper.py and the modules it adds): tfhelm/ without its prose (`make chart-files`).
+  {{- include "tf-cluster.programs" . | nindent 2 }}
   {{- if eq .Values.code.source "url" }}
   fetch.py: |
     {{- $lib.Files.Get "files/fetch.py" | nindent 4 }}
-  {{- end }}
-  {{- if .Values.test.enabled }}
-  # Run by `helm test` (templates/tests/).
-  helm-test.py: |
-    {{- $lib.Files.Get "files/helm-test.py" | nindent 4 }}
   {{- end }}
 {{ end }}

@@ -50,6 +50,18 @@ spec:
           annotations:
             summary: {{ printf "A task of %s/%s was restarted" .Release.Namespace $name | quote }}
             description: {{ print "Task {{ $labels.role }}:{{ $labels.index }} runs its attempt {{ $value | humanize }} + 1 (failed pods of its Job index, and container restarts). `tfhelm status " $name " -n " .Release.Namespace "` says why." | quote }}
+        {{- if include "tf-cluster.queued" . }}
+        # Waiting in the queue (the workers' Job suspended by Kueue, not admitted) for longer
+        # than allowed: the in-cluster controller's gauge says since when, while it waits.
+        - alert: TFTrainingQueuedTooLong
+          expr: |-
+            time() - max by ({{ $by }}) (tfhelm_queue_waiting_since_seconds{ {{- $sel -}} }) > {{ mul (int $m.queuedMinutes) 60 }}
+          labels:
+            severity: {{ $m.severity | quote }}
+          annotations:
+            summary: {{ printf "Training %s/%s has waited in queue %s for more than %d minutes" .Release.Namespace $name .Values.queue.name (int $m.queuedMinutes) | quote }}
+            description: {{ printf "Kueue has not admitted the workers of %s (LocalQueue %s). `tfhelm status %s -n %s` says why: which resource, how much of it is in use, or the workload ahead of it." $name .Values.queue.name $name .Release.Namespace | quote }}
+        {{- end }}
         # From kube-state-metrics (kube-prometheus-stack ships it).
         - alert: TFJobFailed
           expr: |-

@@ -5,6 +5,8 @@
 {{- range $i := until (int .Values.ps.replicas) }}
 {{- $task := dict "root" $ "role" "ps" "index" $i "clusterSpec" $clusterSpec }}
 {{- $selector := include "tf-cluster.selectorLabels" (dict "root" $ "component" "ps") }}
+{{- /* The roles whose Jobs this cluster has: `tfhelm list` and `status` name one that is gone. */}}
+{{- $jobRoles := dict "tfhelm.io/job-roles" (compact (list (ternary "chief" "" $.Values.chief.enabled) "worker" (ternary "evaluator" "" $.Values.evaluator.enabled)) | join ",") }}
 ---
 apiVersion: apps/v1
 kind: Deployment
@@ -13,7 +15,7 @@ metadata:
   labels:
     {{- include "tf-cluster.labels" (dict "root" $ "component" "ps") | nindent 4 }}
     {{ $indexKey }}: {{ $i | quote }}
-  {{- with include "tf-cluster.annotations" (dict "root" $) }}{{ . | trim | nindent 2 }}{{ end }}
+  {{- with include "tf-cluster.annotations" (dict "root" $ "extra" $jobRoles) }}{{ . | trim | nindent 2 }}{{ end }}
 spec:
   replicas: 1
   # Never two processes for one PS task: TF fails on a duplicate task registration.

@@ -3,7 +3,7 @@
 {{- $v := .Values }}
 {{- $image := merge (deepCopy $v.worker.image) $v.image (dict "registry" (include "tf-cluster.imageRegistry" .)) }}
 # `helm test {{ .Release.Name }}`: every task's TF_CONFIG is valid and every host in it
-# resolves, checked from inside the cluster (files/helm-test.py, in the tfconfig ConfigMap).
+# resolves, checked from inside the cluster (tfhelm/pod/helmtest.py, in the tfconfig ConfigMap).
 apiVersion: v1
 kind: Pod
 metadata:
@@ -21,14 +21,14 @@ spec:
   imagePullSecrets:
     {{- toYaml . | nindent 4 }}
   {{- end }}
-  {{- with include "tf-cluster.placement" (dict "root" $) }}{{ . | trim | nindent 2 }}{{ end }}
+  {{- with include "tf-cluster.placement" (dict "root" $ "probe" true) }}{{ . | trim | nindent 2 }}{{ end }}
   containers:
     - name: check
       image: {{ include "tf-cluster.image" $image | toJson }}
       imagePullPolicy: {{ $image.pullPolicy | toJson }}
       command: ["python3", "/etc/tfhelm/helm-test.py", {{ $v.test.timeout | toString | toJson }}]
       env:
-        - {name: TFHELM_CLUSTER_SPEC_FILE, value: /etc/tfhelm/cluster-spec.json}
+        - {name: {{ (include "tf-cluster.contract" . | fromYaml).env.clusterSpecFile }}, value: /etc/tfhelm/cluster-spec.json}
         - {name: HOME, value: /tmp}
       resources:
         requests: {cpu: 50m, memory: 64Mi}

@@ -1,0 +1,24 @@
+# tfhelm/pod/prometheus.py without its prose (make chart-files)
+from __future__ import annotations
+from tfhelm.pod import httpd
+from tfhelm.pod.logs import log
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+def sample_line(name: str, labels: dict, value) -> str:
+    esc = lambda v: str(v).replace("\\", r"\\").replace('"', r"\"").replace("\n", r"\n")
+    inside = ",".join(f'{k}="{esc(v)}"' for k, v in labels.items())
+    return f"{name}{{{inside}}} {float(value)!r}" if inside else f"{name} {float(value)!r}"
+def serve_metrics(port: int, render, say=None, **limits):
+    say = say or log
+    def handle(request: httpd.Request) -> httpd.Response:
+        if request.method not in ("GET", "HEAD"):
+            return httpd.text(405, "405: GET /metrics\n", [("Allow", "GET, HEAD")])
+        if request.path not in ("/metrics", "/"):
+            return httpd.text(404, "404: GET /metrics\n")
+        return httpd.text(200, render(), content_type=CONTENT_TYPE)
+    try:
+        server = httpd.Server(handle, port, max_head=8192, name="tfhelm-metrics", **limits).start()
+    except OSError as e:
+        say(f"warning: metrics not served: port {port}: {e.strerror}")
+        return None
+    say(f"metrics on :{server.port}/metrics")
+    return server

@@ -12,7 +12,7 @@ import pytest
 from tfhelm import contract
 from tfhelm.cluster.values import is_configmap_key
 from tfhelm.errors import RenderError, SpecError
-from tfhelm.workspace import rules
+from tfhelm.workspace import userspec
 
 from .conftest import render
 
@@ -65,12 +65,12 @@ def test_a_file_is_a_configmap_key_for_the_chart_and_the_cli_alike(key):
 def test_a_storage_class_name_is_a_dns_subdomain_for_the_chart_and_the_cli_alike(name):
     """`tfhelm user add --storage-class` took `a..b`, which the schema (and Kubernetes) refuse."""
     try:
-        values = rules.compute_user_values(rules.UserOptions("alice", storage_class=name))
+        values = userspec.compute_user_values(userspec.UserOptions("alice", storage_class=name))
         cli = True
     except SpecError:
         values, cli = {"userName": "alice", "storage": {"storageClassName": name}}, False
-    assert _chart_takes(values, chart=rules.CHART, release=rules.RELEASE,
-                        namespace=rules.user_namespace("alice")) == cli, name
+    assert _chart_takes(values, chart=userspec.CHART, release=userspec.RELEASE,
+                        namespace=userspec.user_namespace("alice")) == cli, name
 
 
 @pytest.mark.parametrize("name", ["mnist", "a", "x-1", "1a", "a-", "A", "a_b", "a\n"])

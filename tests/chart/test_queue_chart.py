@@ -11,7 +11,7 @@ import pytest
 from tfhelm.cluster.manifests import by_kind, job_names
 from tfhelm.contract import PRIORITY_LABEL, QUEUE_GATE, QUEUE_LABEL
 from tfhelm.errors import RenderError
-from tfhelm.workspace import rules
+from tfhelm.workspace import userspec
 
 from .conftest import pod_specs, render, stable_name
 
@@ -179,7 +179,7 @@ def test_no_workspace_queue_by_default_and_no_default_local_queue():
 
 
 def test_the_priority_policy_checks_the_label_only_where_it_is_set_or_changed():
-    policy, binding = rules.priority_policy()
+    policy, binding = userspec.priority_policy()
     assert policy["kind"] == "ValidatingAdmissionPolicy" and binding["spec"]["policyName"] == policy["metadata"]["name"]
     condition = policy["spec"]["matchConditions"][0]["expression"]
     assert "!has(object.metadata.ownerReferences)" in condition and "oldObject" in condition

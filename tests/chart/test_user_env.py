@@ -10,16 +10,16 @@ from tfhelm.chart import chart_path, default_values
 from tfhelm.cli import app
 from tfhelm.cluster.manifests import by_kind
 from tfhelm.errors import RenderError
-from tfhelm.workspace import rules
+from tfhelm.workspace import userspec
 from tfhelm_dev import localcluster
 
 from .conftest import helm, kinds, pod_specs, render
 
-NS = rules.user_namespace("alice")
+NS = userspec.user_namespace("alice")
 
 
-def env_render(values: dict | None = None, release: str = rules.RELEASE) -> list[dict]:
-    return render(values or {}, release=release, namespace=NS, chart=rules.CHART)
+def env_render(values: dict | None = None, release: str = userspec.RELEASE) -> list[dict]:
+    return render(values or {}, release=release, namespace=NS, chart=userspec.CHART)
 
 
 def named(manifests: list[dict], kind: str, name: str) -> dict:
@@ -28,7 +28,7 @@ def named(manifests: list[dict], kind: str, name: str) -> dict:
 
 @pytest.fixture
 def env_chart():
-    return str(chart_path(rules.CHART))
+    return str(chart_path(userspec.CHART))
 
 
 def test_helm_lint_is_clean(env_chart):
@@ -37,7 +37,7 @@ def test_helm_lint_is_clean(env_chart):
 
 
 def test_default_workspace_objects():
-    assert kinds(env_render(rules.compute_user_values(rules.UserOptions("alice")))) == [
+    assert kinds(env_render(userspec.compute_user_values(userspec.UserOptions("alice")))) == [
         ("ConfigMap", "user-env-files"), ("ConfigMap", "user-env-tensorboard"),
         ("Deployment", "user-env-files"), ("Deployment", "user-env-notebook"),
         ("Deployment", "user-env-tensorboard"),
@@ -55,22 +55,22 @@ def test_default_workspace_objects():
 def test_python_names_agree_with_the_chart():
     m = env_render()
     # Without userName (plain helm), the user comes from the namespace tfhelm names.
-    assert {o["metadata"]["labels"][rules.USER_LABEL] for o in m} == {"alice"}
+    assert {o["metadata"]["labels"][userspec.USER_LABEL] for o in m} == {"alice"}
     for component in ("notebook", "tensorboard", "files"):
-        named(m, "Deployment", rules.component_name(component))
-        named(m, "Service", rules.component_name(component))
+        named(m, "Deployment", userspec.component_name(component))
+        named(m, "Service", userspec.component_name(component))
     for volume in ("code", "logs", "data"):
-        named(m, "PersistentVolumeClaim", rules.claim_name(volume))
-    named(m, "ServiceAccount", rules.service_account())
-    files = named(m, "Service", rules.component_name("files"))
-    assert rules.files_url("alice") == \
+        named(m, "PersistentVolumeClaim", userspec.claim_name(volume))
+    named(m, "ServiceAccount", userspec.service_account())
+    files = named(m, "Service", userspec.component_name("files"))
+    assert userspec.files_url("alice") == \
         f"http://{files['metadata']['name']}.{NS}.svc:{files['spec']['ports'][0]['port']}/"
-    notebook = pod_specs(m)[rules.component_name("notebook")]
+    notebook = pod_specs(m)[userspec.component_name("notebook")]
     token = next(v for v in notebook["volumes"] if v["name"] == "token")["secret"]
-    assert token["secretName"] == rules.token_secret()
-    assert token["items"] == [{"key": rules.TOKEN_KEY, "path": "token"}]
+    assert token["secretName"] == userspec.token_secret()
+    assert token["items"] == [{"key": userspec.TOKEN_KEY, "path": "token"}]
     env = {e["name"]: e.get("value") for e in notebook["containers"][0]["env"]}
-    assert env["TFHELM_FILES_URL"] == rules.files_url("alice")
+    assert env["TFHELM_FILES_URL"] == userspec.files_url("alice")
 
 
 def test_every_pod_runs_on_the_user_node_of_the_local_cluster():
@@ -83,7 +83,7 @@ def test_every_pod_runs_on_the_user_node_of_the_local_cluster():
 def test_node_port_services_answer_only_on_the_pods_node():
     m = env_render({"notebook": {"service": {"nodePort": 30088}},
                     "tensorboard": {"service": {"type": "LoadBalancer"}}})
-    notebook, tensorboard, files = (named(m, "Service", rules.component_name(c))
+    notebook, tensorboard, files = (named(m, "Service", userspec.component_name(c))
                                     for c in ("notebook", "tensorboard", "files"))
     assert notebook["spec"]["type"] == "NodePort" and notebook["spec"]["ports"][0]["nodePort"] == 30088
     assert notebook["spec"]["externalTrafficPolicy"] == "Local"
@@ -102,7 +102,7 @@ def test_network_policy_admits_only_the_namespace_and_the_exposed_ports():
     for component in ("notebook", "tensorboard"):
         spec = named(m, "NetworkPolicy", f"user-env-{component}-exposed")["spec"]
         assert spec["ingress"] == [{"ports": [{"port": "http", "protocol": "TCP"}]}]
-        pod = pods[rules.component_name(component)]
+        pod = pods[userspec.component_name(component)]
         assert spec["podSelector"]["matchLabels"].items() <= pod["metadata"]["labels"].items()
         assert [p["name"] for c in pod["spec"]["containers"] for p in c.get("ports", [])] == ["http"]
     # The file server is only for the namespace's own training tasks.
@@ -111,7 +111,7 @@ def test_network_policy_admits_only_the_namespace_and_the_exposed_ports():
 
 def test_tensorboard_answers_only_through_its_login_proxy():
     m = env_render()
-    pod = named(m, "Deployment", rules.component_name("tensorboard"))["spec"]["template"]["spec"]
+    pod = named(m, "Deployment", userspec.component_name("tensorboard"))["spec"]["template"]["spec"]
     tensorboard, proxy = pod["containers"]
     # TensorBoard listens on loopback only; the proxy holds the Service's port and the token.
     assert "--host=127.0.0.1" in tensorboard["command"] and "ports" not in tensorboard
@@ -119,14 +119,14 @@ def test_tensorboard_answers_only_through_its_login_proxy():
     assert proxy["command"][:2] == ["python3", "/etc/tfhelm-auth/authproxy.py"]
     assert proxy["readinessProbe"]["httpGet"]["path"] == "/tfhelm-auth/ready"
     token = next(v for v in pod["volumes"] if v["name"] == "token")["secret"]
-    assert token["secretName"] == rules.token_secret()
-    data = named(m, "ConfigMap", rules.component_name("tensorboard"))["data"]
-    shipped = chart_path(rules.CHART) / "files" / "authproxy"  # tfhelm/pod/authproxy.py and what it imports
+    assert token["secretName"] == userspec.token_secret()
+    data = named(m, "ConfigMap", userspec.component_name("tensorboard"))["data"]
+    shipped = chart_path(userspec.CHART) / "files" / "authproxy"  # tfhelm/pod/authproxy.py and what it imports
     assert data == {p.name: p.read_text() for p in shipped.iterdir()}
     assert {"authproxy.py", "tfhelm.pod.authproxy.py", "tfhelm.pod.httpd.py"} <= set(data)
     # Without it, as before: TensorBoard itself on the port, and no token in the pod.
     off = named(env_render({"tensorboard": {"auth": {"enabled": False}}}), "Deployment",
-                rules.component_name("tensorboard"))["spec"]["template"]["spec"]
+                userspec.component_name("tensorboard"))["spec"]["template"]["spec"]
     assert [c["name"] for c in off["containers"]] == ["tensorboard"]
     assert "--host=0.0.0.0" in off["containers"][0]["command"]
     assert not any(v["name"] == "token" for v in off["volumes"])
@@ -139,19 +139,19 @@ def test_the_fence_outlives_the_release_and_the_service_policy_selects_user_name
             assert obj["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep", obj["metadata"]["name"]
     # The fence's NetworkPolicies carry the label the cluster-wide policy guards them by.
     assert {p["metadata"]["labels"]["tfhelm.io/fence"] for p in by_kind(m, "NetworkPolicy")} == {"workspace"}
-    docs = rules.cluster_policies()
+    docs = userspec.cluster_policies()
     policies = {o["metadata"]["name"]: o for o in docs if o["kind"] == "ValidatingAdmissionPolicy"}
     bindings = {o["metadata"]["name"]: o for o in docs if o["kind"] == "ValidatingAdmissionPolicyBinding"}
-    assert set(policies) == set(bindings) == set(rules.policy_names()) == {
+    assert set(policies) == set(bindings) == set(userspec.policy_names()) == {
         "tfhelm-user-services", "tfhelm-user-release-records", "tfhelm-user-network-policies",
         "tfhelm-user-node"}
     assert docs[-2]["metadata"]["name"] == "tfhelm-user-services"  # applied last: its enforcement is awaited
     for name, binding in bindings.items():
         assert binding["spec"]["policyName"] == name and binding["spec"]["validationActions"] == ["Deny"]
         selector = binding["spec"]["matchResources"]["namespaceSelector"]["matchExpressions"]
-        assert selector == [{"key": rules.USER_LABEL, "operator": "Exists"}]
+        assert selector == [{"key": userspec.USER_LABEL, "operator": "Exists"}]
         assert policies[name]["spec"]["failurePolicy"] == "Fail"
-    assert rules.USER_LABEL in rules.namespace_labels("alice")
+    assert userspec.USER_LABEL in userspec.namespace_labels("alice")
 
 
 def test_network_policy_follows_exposure():
@@ -208,7 +208,7 @@ def test_pods_are_restricted_and_mount_tokens_only_where_needed():
         assert pod["enableServiceLinks"] is False
         assert all(c["securityContext"]["readOnlyRootFilesystem"] for c in pod["containers"])
     assert specs["user-env-notebook"]["automountServiceAccountToken"] is True
-    assert specs["user-env-notebook"]["serviceAccountName"] == rules.service_account()
+    assert specs["user-env-notebook"]["serviceAccountName"] == userspec.service_account()
     assert specs["user-env-tensorboard"]["automountServiceAccountToken"] is False
     assert specs["user-env-files"]["automountServiceAccountToken"] is False
     no_rbac = pod_specs(env_render({"rbac": {"create": False}}))["user-env-notebook"]
@@ -216,7 +216,7 @@ def test_pods_are_restricted_and_mount_tokens_only_where_needed():
 
 
 def test_the_token_is_read_from_a_secret_and_never_rendered():
-    values = rules.compute_user_values(rules.UserOptions("alice", quota_cpu="4", node_port=30088))
+    values = userspec.compute_user_values(userspec.UserOptions("alice", quota_cpu="4", node_port=30088))
     assert "token" not in yaml.safe_dump(values)
     m = env_render(values)
     assert by_kind(m, "Secret") == []
@@ -234,7 +234,7 @@ def test_notebook_tensorboard_and_file_server_share_the_users_volumes():
     mounts = {name: {m["name"]: m for m in pod["containers"][0]["volumeMounts"]} for name, pod in specs.items()}
     claims = {name: {v["name"]: v["persistentVolumeClaim"] for v in pod["volumes"] if "persistentVolumeClaim" in v}
               for name, pod in specs.items()}
-    assert claims["user-env-notebook"] == {v: {"claimName": rules.claim_name(v)} for v in ("code", "logs", "data")}
+    assert claims["user-env-notebook"] == {v: {"claimName": userspec.claim_name(v)} for v in ("code", "logs", "data")}
     assert mounts["user-env-notebook"]["code"]["mountPath"] == "/home/jovyan/work"
     assert "--notebook-dir=/home/jovyan/work" in specs["user-env-notebook"]["containers"][0]["args"]
     # TensorBoard reads the logdir tf-cluster's tasks write under (<logs>/<cluster>).
@@ -272,7 +272,7 @@ def test_volumes_use_the_storage_class_or_existing_claims_and_are_kept():
 
 
 def test_quota_and_limit_range():
-    values = rules.compute_user_values(rules.UserOptions(
+    values = userspec.compute_user_values(userspec.UserOptions(
         "alice", quota_cpu="6", quota_memory="24Gi", quota_gpus=2, quota_objects=["pods=40"], max_memory="16Gi"))
     values["quota"]["extraHard"] = {"requests.amd.com/gpu": "1"}
     m = env_render(values)
@@ -300,7 +300,7 @@ def test_no_pod_may_name_a_priority_class_that_was_not_granted():
     scope = named(env_render(), "ResourceQuota", "user-env-priority-classes")["spec"]
     assert scope == {"hard": {"pods": "0"}, "scopeSelector": {"matchExpressions": [
         {"scopeName": "PriorityClass", "operator": "Exists"}]}}
-    granted = rules.compute_user_values(rules.UserOptions("alice", priority_classes=["team-high", "batch"]))
+    granted = userspec.compute_user_values(userspec.UserOptions("alice", priority_classes=["team-high", "batch"]))
     scope = named(env_render(granted), "ResourceQuota", "user-env-priority-classes")["spec"]
     assert scope["scopeSelector"]["matchExpressions"] == [
         {"scopeName": "PriorityClass", "operator": "Exists"},
@@ -326,8 +326,8 @@ def test_role_reaches_only_the_namespace_and_not_its_fences():
     assert not by_kind(m, "ClusterRole") and not by_kind(m, "ClusterRoleBinding")
     binding = by_kind(m, "RoleBinding")[0]
     assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
-                                  "name": rules.service_account()}
-    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": rules.service_account(), "namespace": NS}]
+                                  "name": userspec.service_account()}
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": userspec.service_account(), "namespace": NS}]
     assert by_kind(m, "ServiceAccount")[0]["automountServiceAccountToken"] is False
 
 
@@ -343,7 +343,7 @@ def test_ingress_for_notebook_and_tensorboard():
 
 
 def test_a_users_tf_cluster_mounts_the_users_volumes_and_downloads_from_the_file_server():
-    values = rules.cluster_values_for_user("alice", "models/train.py")
+    values = userspec.cluster_values_for_user("alice", "models/train.py")
     m = render({**values, "worker": {"replicas": 2}}, release="mnist", namespace=NS)
     worker = pod_specs(m)["mnist-worker"]
     claims = {v["name"]: v["persistentVolumeClaim"]["claimName"] for v in worker["volumes"]
@@ -357,7 +357,7 @@ def test_a_users_tf_cluster_mounts_the_users_volumes_and_downloads_from_the_file
 
 
 def test_rendering_is_deterministic_and_uses_no_random_functions(env_chart):
-    args = ("template", rules.RELEASE, env_chart, "-n", NS, "--set", "userName=alice")
+    args = ("template", userspec.RELEASE, env_chart, "-n", NS, "--set", "userName=alice")
     first, second = helm(*args), helm(*args)
     assert first.returncode == 0 and first.stdout == second.stdout
     for path in Path(env_chart, "templates").rglob("*.*"):
@@ -387,9 +387,9 @@ def test_schema_rejects_bad_values(values, message):
 
 
 @pytest.mark.parametrize("values,release,message", [
-    ({"codeServer": {"service": {"nodePort": 30001}}}, rules.RELEASE, "type is ClusterIP"),
+    ({"codeServer": {"service": {"nodePort": 30001}}}, userspec.RELEASE, "type is ClusterIP"),
     ({"notebook": {"service": {"nodePort": 30001}}, "tensorboard": {"service": {"nodePort": 30001}}},
-     rules.RELEASE, "each Service needs its own node port"),
+     userspec.RELEASE, "each Service needs its own node port"),
     ({}, "a" * 52, "use at most 51"),
     ({}, "1st", "starting with a letter"),
 ])
@@ -408,7 +408,7 @@ def test_user_add_dry_run_prints_the_workspace_without_a_cluster(monkeypatch, tm
     docs = [d for d in yaml.safe_load_all(result.stdout) if d]
     # The cluster-wide policies that `user add` applies, then the workspace itself.
     assert [d["kind"] for d in docs if "tfhelm.io/user" not in d["metadata"]["labels"]] == [
-        "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"] * len(rules.policy_names())
+        "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"] * len(userspec.policy_names())
     docs = [d for d in docs if "tfhelm.io/user" in d["metadata"]["labels"]]
     assert {d["metadata"]["labels"]["tfhelm.io/user"] for d in docs} == {"bob"}
     assert named(docs, "Service", "user-env-notebook")["spec"]["ports"][0]["nodePort"] == 30100
@@ -437,4 +437,4 @@ def test_user_remove_knows_every_kind_the_workspace_makes():
     made = env_render({"notebook": {"ingress": {"enabled": True}}, "tensorboard": {"ingress": {"enabled": True}},
                        "networkPolicy": {"metricsFrom": [{"podSelector": {}}]}})
     assert {o["kind"] for o in made} <= set(WORKSPACE_KINDS)
-    assert {o["metadata"]["labels"]["app.kubernetes.io/instance"] for o in made} == {rules.RELEASE}
+    assert {o["metadata"]["labels"]["app.kubernetes.io/instance"] for o in made} == {userspec.RELEASE}

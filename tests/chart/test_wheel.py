@@ -69,7 +69,7 @@ def test_wheel_carries_every_module_of_the_package(installed):
     with zipfile.ZipFile(wheel) as z:
         packed = {n for n in z.namelist() if n.endswith(".py") and not n.startswith(("tfhelm/charts/", "tfhelm/examples/"))}
     repo = {p.relative_to(REPO).as_posix() for p in (REPO / "tfhelm").rglob("*.py")}
-    assert {"tfhelm/workspace/rules.py", "tfhelm/reaper/loop.py", "tfhelm/api/clusters.py"} <= repo
+    assert {"tfhelm/workspace/userspec.py", "tfhelm/reaper/loop.py", "tfhelm/api/clusters.py"} <= repo
     assert packed == repo
 
 

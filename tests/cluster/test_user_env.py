@@ -19,7 +19,7 @@ from tfhelm.cluster import deploy
 from tfhelm.cluster.values import ClusterOptions
 from tfhelm.helm import Helm, helm_executable
 from tfhelm.kube import Kube
-from tfhelm.workspace import rules
+from tfhelm.workspace import userspec
 from tfhelm_dev import localcluster
 
 from .conftest import wait_for
@@ -28,7 +28,7 @@ COMPONENTS = ("notebook", "tensorboard", "files")
 RESTRICTED = client.V1SecurityContext(
     run_as_non_root=True, run_as_user=1000, allow_privilege_escalation=False,
     capabilities=client.V1Capabilities(drop=["ALL"]), seccomp_profile=client.V1SeccompProfile(type="RuntimeDefault"))
-INSTANCE = f"app.kubernetes.io/instance={rules.RELEASE}"
+INSTANCE = f"app.kubernetes.io/instance={userspec.RELEASE}"
 
 
 def tfhelm(*args: str, code: int = 0, kubeconfig: Path | None = None) -> subprocess.CompletedProcess:
@@ -45,13 +45,13 @@ def unique(prefix: str) -> str:
 
 
 def token_of(core: client.CoreV1Api, user: str) -> str:
-    secret = core.read_namespaced_secret(rules.token_secret(), rules.user_namespace(user))
-    return base64.b64decode(secret.data[rules.TOKEN_KEY]).decode()
+    secret = core.read_namespaced_secret(userspec.token_secret(), userspec.user_namespace(user))
+    return base64.b64decode(secret.data[userspec.TOKEN_KEY]).decode()
 
 
 def wait_ready(apps: client.AppsV1Api, ns: str) -> None:
     for component in COMPONENTS:
-        name = rules.component_name(component)
+        name = userspec.component_name(component)
         wait_for(lambda: apps.read_namespaced_deployment(name, ns).status.ready_replicas == 1,
                  120, what=f"deployment {ns}/{name} ready")
 
@@ -67,7 +67,7 @@ def two_users(kubeconfig, core, apps):
     names = [unique("ua"), unique("ub")]
     for name in names:
         tfhelm("user", "add", name)
-        wait_ready(apps, rules.user_namespace(name))
+        wait_ready(apps, userspec.user_namespace(name))
     yield names
     for name in names:
         tfhelm("user", "remove", name, "--purge")
@@ -76,9 +76,9 @@ def two_users(kubeconfig, core, apps):
 def sa_kubeconfig(api_client: client.ApiClient, core: client.CoreV1Api, user: str, path: Path) -> Path:
     """A kubeconfig that authenticates as the user's notebook ServiceAccount (TokenRequest),
     the identity the notebook gets in its pod."""
-    ns = rules.user_namespace(user)
+    ns = userspec.user_namespace(user)
     token = core.create_namespaced_service_account_token(
-        rules.service_account(), ns, client.AuthenticationV1TokenRequest(
+        userspec.service_account(), ns, client.AuthenticationV1TokenRequest(
             spec=client.V1TokenRequestSpec(audiences=[], expiration_seconds=600))).status.token
     admin = api_client.configuration
     cluster = {"server": admin.host, "certificate-authority": admin.ssl_ca_cert}
@@ -92,12 +92,12 @@ def sa_kubeconfig(api_client: client.ApiClient, core: client.CoreV1Api, user: st
 
 def test_user_lifecycle(kubeconfig, core, apps):
     user = unique("lc")
-    ns = rules.user_namespace(user)
+    ns = userspec.user_namespace(user)
     added = tfhelm("user", "add", user, "--quota-cpu", "6", "--node-port", "31888")
     try:
         labels = core.read_namespace(ns).metadata.labels
         assert labels["pod-security.kubernetes.io/enforce"] == "restricted"
-        assert labels[rules.USER_LABEL] == user
+        assert labels[userspec.USER_LABEL] == user
         wait_ready(apps, ns)
         # Every pod was admitted in the restricted namespace and runs on the user node.
         pods = core.list_namespaced_pod(ns, label_selector=INSTANCE).items
@@ -107,8 +107,8 @@ def test_user_lifecycle(kubeconfig, core, apps):
         assert {p.spec.node_name for p in pods} <= {n.metadata.name for n in user_nodes}
         pvcs = {p.metadata.name: p.status.phase
                 for p in core.list_namespaced_persistent_volume_claim(ns).items}
-        assert pvcs == {rules.claim_name(v): "Bound" for v in ("code", "logs", "data")}
-        quota = core.read_namespaced_resource_quota(rules.RELEASE, ns)
+        assert pvcs == {userspec.claim_name(v): "Bound" for v in ("code", "logs", "data")}
+        quota = core.read_namespaced_resource_quota(userspec.RELEASE, ns)
         assert quota.spec.hard["requests.cpu"] == "6"
 
         token = token_of(core, user)
@@ -117,7 +117,7 @@ def test_user_lifecycle(kubeconfig, core, apps):
         notebook = next(p for p in pods if p.metadata.labels["app.kubernetes.io/component"] == "notebook")
         addresses = {a.address for a in core.read_node(notebook.spec.node_name).status.addresses}
         assert any(f"notebook:    http://{a}:31888/?token={token}\n" in urls for a in addresses), urls
-        assert f"files:       {rules.files_url(user)}" in urls
+        assert f"files:       {userspec.files_url(user)}" in urls
         listed = tfhelm("user", "list").stdout
         assert user in listed and "ready" in listed
 
@@ -133,17 +133,17 @@ def test_user_lifecycle(kubeconfig, core, apps):
         said = " ".join(removed.stderr.split())
         assert "the code, logs and data volumes, and its NetworkPolicies, quota and LimitRange" in said
         assert f"still running in {ns}: TF cluster leftover" in said, said
-        assert rules.RELEASE not in Helm().charts(ns, [rules.RELEASE])
+        assert userspec.RELEASE not in Helm().charts(ns, [userspec.RELEASE])
         net = client.NetworkingV1Api(core.api_client)
         assert {p.metadata.name for p in net.list_namespaced_network_policy(ns).items} == {
-            f"{rules.RELEASE}-same-namespace", f"{rules.component_name('notebook')}-exposed",
-            f"{rules.component_name('tensorboard')}-exposed"}
-        assert core.read_namespaced_resource_quota(rules.RELEASE, ns).spec.hard["requests.cpu"] == "6"
+            f"{userspec.RELEASE}-same-namespace", f"{userspec.component_name('notebook')}-exposed",
+            f"{userspec.component_name('tensorboard')}-exposed"}
+        assert core.read_namespaced_resource_quota(userspec.RELEASE, ns).spec.hard["requests.cpu"] == "6"
         core.delete_namespaced_pod("left", ns, grace_period_seconds=0)
         assert sorted(p.metadata.name for p in core.list_namespaced_persistent_volume_claim(ns).items) == \
             sorted(pvcs)
         with pytest.raises(ApiException):
-            core.read_namespaced_secret(rules.token_secret(), ns)
+            core.read_namespaced_secret(userspec.token_secret(), ns)
         assert "removed (volumes kept)" in tfhelm("user", "list").stdout
         for result in (added, removed):
             assert token not in result.stdout + result.stderr
@@ -151,9 +151,9 @@ def test_user_lifecycle(kubeconfig, core, apps):
         tfhelm("user", "add", user)  # again: the kept volumes and fence come back, a new token is made
         assert token_of(core, user) != token
         wait_ready(apps, ns)
-        manifest = subprocess.run([helm_executable(), "get", "manifest", rules.RELEASE, "-n", ns],
+        manifest = subprocess.run([helm_executable(), "get", "manifest", userspec.RELEASE, "-n", ns],
                                   capture_output=True, text=True, check=True).stdout
-        assert f"name: {rules.RELEASE}-same-namespace" in manifest  # the release owns its fence again
+        assert f"name: {userspec.RELEASE}-same-namespace" in manifest  # the release owns its fence again
     finally:
         tfhelm("user", "remove", user, "--purge")
     wait_for(lambda: _gone_or_terminating(core, ns), 60, what=f"namespace {ns} deleted")
@@ -169,12 +169,12 @@ def _gone_or_terminating(core: client.CoreV1Api, ns: str) -> bool:
 
 def test_token_is_never_in_helm_values_or_the_release(kubeconfig, core, two_users):
     user = two_users[0]
-    ns = rules.user_namespace(user)
+    ns = userspec.user_namespace(user)
     token = token_of(core, user)
     for what in ("values", "manifest"):
-        out = subprocess.run([helm_executable(), "get", what, rules.RELEASE, "-n", ns, "--all"]
+        out = subprocess.run([helm_executable(), "get", what, userspec.RELEASE, "-n", ns, "--all"]
                              if what == "values" else
-                             [helm_executable(), "get", what, rules.RELEASE, "-n", ns],
+                             [helm_executable(), "get", what, userspec.RELEASE, "-n", ns],
                              capture_output=True, text=True, check=True).stdout
         assert token not in out
     for args in (("user", "list"), ("user", "add", user)):  # an upgrade keeps the token, quietly
@@ -185,7 +185,7 @@ def test_token_is_never_in_helm_values_or_the_release(kubeconfig, core, two_user
 
 def test_each_users_account_reaches_only_its_own_namespace(api_client, core, two_users, tmp_path):
     a, b = two_users
-    ns_a, ns_b = rules.user_namespace(a), rules.user_namespace(b)
+    ns_a, ns_b = userspec.user_namespace(a), userspec.user_namespace(b)
     cfg = sa_kubeconfig(api_client, core, a, tmp_path / "a.kubeconfig")
     with Kube(kubeconfig=str(cfg)).api as sa:
         sa_core = client.CoreV1Api(sa)
@@ -202,11 +202,11 @@ def test_each_users_account_reaches_only_its_own_namespace(api_client, core, two
             "list namespaces": lambda: sa_core.list_namespace(),
             "list nodes": lambda: sa_core.list_node(),
             "raise its quota": lambda: sa_core.patch_namespaced_resource_quota(
-                rules.RELEASE, ns_a, {"spec": {"hard": {"requests.cpu": "999"}}}),
+                userspec.RELEASE, ns_a, {"spec": {"hard": {"requests.cpu": "999"}}}),
             "drop its NetworkPolicy": lambda: client.NetworkingV1Api(sa).delete_namespaced_network_policy(
-                f"{rules.RELEASE}-same-namespace", ns_a),
+                f"{userspec.RELEASE}-same-namespace", ns_a),
             "widen its Role": lambda: client.RbacAuthorizationV1Api(sa).patch_namespaced_role(
-                rules.service_account(), ns_a, everything),
+                userspec.service_account(), ns_a, everything),
         }
         for what, call in denied.items():
             with pytest.raises(ApiException) as err:
@@ -216,7 +216,7 @@ def test_each_users_account_reaches_only_its_own_namespace(api_client, core, two
 
 def test_notebook_account_runs_tfhelm_up_in_its_namespace_only(api_client, core, two_users, tmp_path):
     a, b = two_users
-    ns_a, ns_b = rules.user_namespace(a), rules.user_namespace(b)
+    ns_a, ns_b = userspec.user_namespace(a), userspec.user_namespace(b)
     sa = sa_kubeconfig(api_client, core, a, tmp_path / "a.kubeconfig")
     # The namespace comes from the kubeconfig, as it comes from the mounted account in the pod.
     # With the reaper: its own ServiceAccount, Role and RoleBinding, granted by the notebook.
@@ -240,14 +240,14 @@ def test_notebook_account_runs_tfhelm_up_in_its_namespace_only(api_client, core,
 def test_network_policies_shut_out_other_users(api_client, two_users):
     net = client.NetworkingV1Api(api_client)
     for user in two_users:
-        ns = rules.user_namespace(user)
+        ns = userspec.user_namespace(user)
         policies = {p.metadata.name: p.spec for p in net.list_namespaced_network_policy(ns).items}
-        same = policies[f"{rules.RELEASE}-same-namespace"]
+        same = policies[f"{userspec.RELEASE}-same-namespace"]
         assert same.pod_selector.match_labels is None and same.policy_types == ["Ingress"]
         assert [(peer.pod_selector.match_labels, peer.namespace_selector, peer.ip_block)
                 for rule in same.ingress for peer in rule._from] == [(None, None, None)]
         for component in ("notebook", "tensorboard"):
-            exposed = policies[f"{rules.component_name(component)}-exposed"]
+            exposed = policies[f"{userspec.component_name(component)}-exposed"]
             assert exposed.pod_selector.match_labels["app.kubernetes.io/component"] == component
             assert [p.port for r in exposed.ingress for p in r.ports] == ["http"]
         assert len(policies) == 3
@@ -256,8 +256,8 @@ def test_network_policies_shut_out_other_users(api_client, two_users):
 def test_a_users_cluster_mounts_the_users_volumes_and_downloads_from_its_file_server(kubeconfig, core,
                                                                                      two_users):
     user = two_users[0]
-    ns = rules.user_namespace(user)
-    values = rules.cluster_values_for_user(user, "models/train.py")
+    ns = userspec.user_namespace(user)
+    values = userspec.cluster_values_for_user(user, "models/train.py")
     plan = deploy.plan(ClusterOptions(name="wired", namespace=ns, workers=2, ps=1, value_files=[values]))
     kube = Kube(kubeconfig=str(kubeconfig))
     deploy.up(plan, Helm(), kube)
@@ -272,8 +272,8 @@ def test_a_users_cluster_mounts_the_users_volumes_and_downloads_from_its_file_se
         for pod in pods:
             claims = {v.name: v.persistent_volume_claim.claim_name for v in pod.spec.volumes
                       if v.persistent_volume_claim}
-            assert claims == {"logs": rules.claim_name("logs"), "data": rules.claim_name("data")}
-            assert pod.spec.init_containers[0].command[2] == rules.files_url(user) + "models/train.py"
+            assert claims == {"logs": userspec.claim_name("logs"), "data": userspec.claim_name("data")}
+            assert pod.spec.init_containers[0].command[2] == userspec.files_url(user) + "models/train.py"
         # No PVCs of its own: the user's volumes hold its logs and data.
         own = core.list_namespaced_persistent_volume_claim(ns, label_selector="tfhelm.io/cluster=wired")
         assert not own.items
@@ -290,7 +290,7 @@ def test_a_user_cannot_create_services_that_capture_traffic(api_client, core, tw
     """CVE-2020-8554 as a tenant would try it, with the notebook's own account: no
     externalIPs, no load balancer address, no node port or load balancer of their own."""
     a = two_users[0]
-    ns = rules.user_namespace(a)
+    ns = userspec.user_namespace(a)
     cfg = sa_kubeconfig(api_client, core, a, tmp_path / "a.kubeconfig")
     with Kube(kubeconfig=str(cfg)).api as sa:
         sa_core = client.CoreV1Api(sa)
@@ -309,7 +309,7 @@ def test_a_user_cannot_create_services_that_capture_traffic(api_client, core, tw
             assert "tfhelm-user-services" in err.value.body or "external IPs is denied" in err.value.body, err.value.body
         # Nor may it turn the workspace's node port to its own pods.
         with pytest.raises(ApiException) as err:
-            sa_core.patch_namespaced_service(rules.component_name("notebook"), ns,
+            sa_core.patch_namespaced_service(userspec.component_name("notebook"), ns,
                                              {"spec": {"selector": {"app": "mine"}}})
         assert err.value.status == 403 and "tfhelm-user-services" in err.value.body
         # What tf-cluster makes passes: ClusterIP and headless Services.
@@ -330,8 +330,8 @@ def test_a_failed_code_fetch_names_the_url_and_the_http_status(two_users):
     """The workers download a script the user's file server does not have (a 404): every
     command says so in one line, with the URL, instead of "training failed" alone."""
     user = two_users[0]
-    ns = rules.user_namespace(user)
-    url = rules.files_url(user) + "missing.py"
+    ns = userspec.user_namespace(user)
+    url = userspec.files_url(user) + "missing.py"
     error = f"fetch-code: fetch {url}: HTTP Error 404: Not Found"
     up = tfhelm("up", "--user", user, "--name", "nofile", "--workers", "1", "--ps", "0", "--script", "missing.py",
                 "--set", "worker.backoffLimitPerIndex=0", "--wait", "--timeout", "300", code=1)
@@ -342,30 +342,30 @@ def test_a_failed_code_fetch_names_the_url_and_the_http_status(two_users):
     assert f"[worker-0 fetch-code] fetch {url}: HTTP Error 404: Not Found" in logs.stdout, logs.stdout + logs.stderr
     # --purge in a workspace: the user's volumes are shared by all their runs, and kept.
     down = " ".join(tfhelm("down", "nofile", "-n", ns, "--purge").stderr.split())
-    assert f"kept PersistentVolumeClaim {ns}/{rules.claim_name('logs')}: not this cluster's" in down
-    assert "rm -r /log/nofile" in down and f"kept PersistentVolumeClaim {ns}/{rules.claim_name('data')}" in down
+    assert f"kept PersistentVolumeClaim {ns}/{userspec.claim_name('logs')}: not this cluster's" in down
+    assert "rm -r /log/nofile" in down and f"kept PersistentVolumeClaim {ns}/{userspec.claim_name('data')}" in down
 
 
 def test_user_add_again_keeps_no_fence_object_its_flags_no_longer_ask_for(two_users, api_client):
     """`--metrics-from` makes the metrics NetworkPolicy; `user add` again without it removes
     it and says so, rather than leaving it outside any release (it is kept on uninstall)."""
     user = two_users[1]
-    ns = rules.user_namespace(user)
+    ns = userspec.user_namespace(user)
     net = client.NetworkingV1Api(api_client)
 
     def policies() -> set[str]:
         return {p.metadata.name for p in net.list_namespaced_network_policy(ns).items}
     tfhelm("user", "add", user, "--metrics-from", "monitoring")
-    metrics = net.read_namespaced_network_policy(f"{rules.RELEASE}-metrics", ns)
+    metrics = net.read_namespaced_network_policy(f"{userspec.RELEASE}-metrics", ns)
     assert metrics.spec.ingress[0]._from[0].namespace_selector.match_labels == {"kubernetes.io/metadata.name": "monitoring"}
     again = tfhelm("user", "add", user)
-    assert f"deleted NetworkPolicy {rules.RELEASE}-metrics from {ns}" in " ".join(again.stderr.split())
-    assert f"{rules.RELEASE}-metrics" not in policies() and f"{rules.RELEASE}-same-namespace" in policies()
+    assert f"deleted NetworkPolicy {userspec.RELEASE}-metrics from {ns}" in " ".join(again.stderr.split())
+    assert f"{userspec.RELEASE}-metrics" not in policies() and f"{userspec.RELEASE}-same-namespace" in policies()
 
 
 def test_gpus_are_granted_per_workspace_and_refused_before_anything_is_made(two_users, core):
     user = two_users[1]
-    ns = rules.user_namespace(user)
+    ns = userspec.user_namespace(user)
     refused = tfhelm("up", "--user", user, "--name", "gpu", "--workers", "1", "--ps", "0", "--gpus", "1", code=5)
     assert "exceeded quota" in refused.stderr and "requests.nvidia.com/gpu" in refused.stderr, refused.stderr
     assert not core.list_namespaced_pod(ns, label_selector="tfhelm.io/cluster=gpu").items

@@ -19,7 +19,7 @@ from tests.cluster.conftest import job_of
 from tests.cluster.test_localcluster import job_condition
 from tests.tf.helpers import events, metrics
 from tfhelm.chart import chart_path
-from tfhelm.workspace import rules
+from tfhelm.workspace import userspec
 
 from .conftest import (SMALL, check_no_queued_cluster_holds_a_node, condition, pod_logs, priority_class, run,
                        unique, volume_dir, wait_for, workload_of)
@@ -48,7 +48,7 @@ def workspaces(kueue, api_client):
 def cq_usage(api_client, user: str) -> dict:
     """The ClusterQueue's CPU use of its flavor: total and borrowed (Kueue's status)."""
     cq = client.CustomObjectsApi(api_client).get_cluster_custom_object(
-        "kueue.x-k8s.io", "v1beta2", "clusterqueues", rules.user_namespace(user))
+        "kueue.x-k8s.io", "v1beta2", "clusterqueues", userspec.user_namespace(user))
     for f in (cq.get("status") or {}).get("flavorsUsage") or []:
         for r in f.get("resources") or []:
             if r["name"] == "cpu":
@@ -59,7 +59,7 @@ def cq_usage(api_client, user: str) -> dict:
 def test_users_over_their_nominal_quota_share_the_cohort(workspaces, core, api_client, nodes, recorder, training_cpu):
     batch = client.BatchV1Api(api_client)
     (alice, bob), low, _ = workspaces
-    ns_a, ns_b = rules.user_namespace(alice), rules.user_namespace(bob)
+    ns_a, ns_b = userspec.user_namespace(alice), userspec.user_namespace(bob)
     # Alice asks for 2.4 CPU, over her 1.5: admitted on Bob's unused share.
     values = {**inline_collective("ta", "ignored"), "worker": {"replicas": 2, "resources": {"requests": {"cpu": "1200m"}}}}
     values.pop("queue")
@@ -95,8 +95,8 @@ def test_users_over_their_nominal_quota_share_the_cohort(workspaces, core, api_c
 
 def tenant_kubeconfig(tmp_path, user: str) -> str:
     """A kubeconfig with the token of the user's notebook (what a tenant acts with)."""
-    ns = rules.user_namespace(user)
-    token = run("kubectl", "create", "token", rules.service_account(), "-n", ns, "--duration", "1h").stdout.strip()
+    ns = userspec.user_namespace(user)
+    token = run("kubectl", "create", "token", userspec.service_account(), "-n", ns, "--duration", "1h").stdout.strip()
     admin = yaml.safe_load(run("kubectl", "config", "view", "--raw", "--minify").stdout)
     cluster = admin["clusters"][0]
     path = tmp_path / f"{user}.kubeconfig"
@@ -110,7 +110,7 @@ def tenant_kubeconfig(tmp_path, user: str) -> str:
 
 def test_a_tenant_cannot_give_its_training_a_priority_it_was_not_granted(workspaces, tmp_path):
     (alice, _), low, high = workspaces
-    ns = rules.user_namespace(alice)
+    ns = userspec.user_namespace(alice)
     env = {**os.environ, "KUBECONFIG": tenant_kubeconfig(tmp_path, alice)}
     values = yaml.safe_dump({**inline_collective("tp", "training"), "worker": {"replicas": 1}})
 

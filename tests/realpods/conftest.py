@@ -23,7 +23,7 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from tests.cluster.conftest import api_client, core, external_cluster, kubeconfig, wait_for  # noqa: F401
-from tfhelm.workspace import rules
+from tfhelm.workspace import userspec
 from tfhelm_dev import localcluster, localnode
 
 HERE = Path(__file__).parent
@@ -160,8 +160,8 @@ def two_users(kubeconfig):
 
 def login_token(core, user: str) -> str:
     """The user's login token (the notebook's and TensorBoard's)."""
-    secret = core.read_namespaced_secret(rules.token_secret(), rules.user_namespace(user))
-    return base64.b64decode(secret.data[rules.TOKEN_KEY]).decode()
+    secret = core.read_namespaced_secret(userspec.token_secret(), userspec.user_namespace(user))
+    return base64.b64decode(secret.data[userspec.TOKEN_KEY]).decode()
 
 
 PROBE = """

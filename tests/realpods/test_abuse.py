@@ -12,7 +12,7 @@ import uuid
 
 from kubernetes import client
 
-from tfhelm.workspace import rules
+from tfhelm.workspace import userspec
 
 from .conftest import login_token, probe, run, wait_for
 
@@ -113,7 +113,7 @@ def test_tensorboards_login_proxy_serves_its_owner_while_another_tenant_holds_50
     tensorboard = urls["tensorboard"].strip().split("?")[0]
     host, port = tensorboard.split("//")[1].rstrip("/").split(":")
     token = login_token(core, alice)
-    ns, selector = rules.user_namespace(alice), "app.kubernetes.io/component=tensorboard"
+    ns, selector = userspec.user_namespace(alice), "app.kubernetes.io/component=tensorboard"
 
     def owner_gets() -> int:
         request = urllib.request.Request(f"{tensorboard.rstrip('/')}/data/runs", headers={"Authorization": f"token {token}"})
@@ -124,11 +124,11 @@ def test_tensorboards_login_proxy_serves_its_owner_while_another_tenant_holds_50
             return getattr(e, "code", 0)
     wait_for(lambda: owner_gets() == 200, 120, interval=1, what="alice's TensorBoard")
     before = restarts(core, ns, selector)
-    name = attacker(core, rules.user_namespace(bob), [(host, int(port))])
+    name = attacker(core, userspec.user_namespace(bob), [(host, int(port))])
     try:
         answers = [owner_gets() for _ in range(40)]
     finally:
-        opened = stop(core, rules.user_namespace(bob), name)
+        opened = stop(core, userspec.user_namespace(bob), name)
     print("attacker opened", opened, "owner got", answers)
     assert answers == [200] * 40
     assert restarts(core, ns, selector) == before, "the proxy was not killed (out of memory) nor restarted"

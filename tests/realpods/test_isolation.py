@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import urllib.request
 
-from tfhelm.workspace import rules
+from tfhelm.workspace import userspec
 
 from .conftest import probe, run, wait_for
 
@@ -35,12 +35,12 @@ print(json.dumps(got))
 
 def test_users_cannot_reach_each_other_but_the_exposed_port_answers(two_users, core):
     alice, bob = two_users
-    alice_files = rules.files_url(alice)
+    alice_files = userspec.files_url(alice)
     # Alice's own pods reach her file server (tried until kube-proxy has the Service) ...
-    (own,) = probe(core, rules.user_namespace(alice), [(alice_files, None, 30)])
+    (own,) = probe(core, userspec.user_namespace(alice), [(alice_files, None, 30)])
     assert own.startswith("REACHED 200"), own
     # ... and bob's, with the Service in place, do not.
-    (refused,) = probe(core, rules.user_namespace(bob), [(alice_files, None, 1)])
+    (refused,) = probe(core, userspec.user_namespace(bob), [(alice_files, None, 1)])
     # Dropped by the policy: the name resolves, the connection never completes.
     assert refused.startswith("BLOCKED") and "gaierror" not in refused, refused
     urls = dict(line.split(":", 1) for line in run("tfhelm", "user", "url", alice).stdout.splitlines())
@@ -58,8 +58,8 @@ def test_a_tenant_cannot_make_a_service_that_captures_traffic(two_users):
     """CVE-2020-8554 from the notebook: externalIPs, a node port or a load balancer of one's
     own are refused (DenyServiceExternalIPs, ValidatingAdmissionPolicy tfhelm-user-services);
     a plain ClusterIP Service, what tf-cluster makes, is admitted."""
-    ns = rules.user_namespace(two_users[0])
-    out = run("kubectl", "exec", "-n", ns, f"deploy/{rules.component_name('notebook')}", "-c", "notebook",
+    ns = userspec.user_namespace(two_users[0])
+    out = run("kubectl", "exec", "-n", ns, f"deploy/{userspec.component_name('notebook')}", "-c", "notebook",
               "--", "python3", "-c", CAPTURE).stdout
     assert json.loads(out) == {"externalIPs": 403, "NodePort": 403, "LoadBalancer": 403, "ClusterIP": 201}
 
@@ -68,7 +68,7 @@ def test_another_users_pod_cannot_scrape_a_tasks_metrics(two_users, core, tmp_pa
     """Every task serves metrics (port 9090): a TF cluster's PS in alice's workspace answers
     her own pods there, and a pod in bob's workspace, with the PS's address, gets nothing."""
     alice, bob = two_users
-    ns = rules.user_namespace(alice)
+    ns = userspec.user_namespace(alice)
     script = tmp_path / "wait.py"
     script.write_text("import time\ntime.sleep(600)\n")
     run("tfhelm", "up", "--user", alice, "--name", "scraped", "--workers", "1", "--ps", "1", "--script", str(script))
@@ -79,7 +79,7 @@ def test_another_users_pod_cannot_scrape_a_tasks_metrics(two_users, core, tmp_pa
         metrics = f"http://{wait_for(ps_address, 300, interval=1, what='the PS pod running')}:9090/metrics"
         (own,) = probe(core, ns, [(metrics, None, 60)])  # tried until the launcher serves
         assert own.startswith("REACHED 200") and "tfhelm_task_up" in own, own
-        (refused,) = probe(core, rules.user_namespace(bob), [(metrics, None, 1)])
+        (refused,) = probe(core, userspec.user_namespace(bob), [(metrics, None, 1)])
         assert refused.startswith("BLOCKED"), refused
     finally:
         run("tfhelm", "down", "scraped", "-n", ns, "--purge")

@@ -16,7 +16,7 @@ import uuid
 import pytest
 from kubernetes import client
 
-from tfhelm.workspace import rules
+from tfhelm.workspace import userspec
 
 from .conftest import run, wait_for
 
@@ -63,10 +63,10 @@ def left_of(api: client.ApiClient, ns: str) -> list[str]:
 
 
 def test_the_example_notebook_trains_in_graph_and_between_graph_from_the_notebook_pod(user, core, api_client, nodes):
-    ns = rules.user_namespace(user)
+    ns = userspec.user_namespace(user)
     pod = core.list_namespaced_pod(ns, label_selector="app.kubernetes.io/component=notebook").items[0]
     assert pod.spec.node_name == nodes.user
-    assert pod.spec.service_account_name == rules.service_account()
+    assert pod.spec.service_account_name == userspec.service_account()
     workdir = next(a.split("=", 1)[1] for a in pod.spec.containers[0].args if a.startswith("--notebook-dir="))
 
     def exec_(*cmd: str, timeout: float = 120):

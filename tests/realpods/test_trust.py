@@ -15,7 +15,7 @@ import pytest
 from kubernetes import client
 
 from tfhelm.chart import chart_path
-from tfhelm.workspace import rules
+from tfhelm.workspace import userspec
 
 from .conftest import ROOT, run, volume_dir, wait_for
 
@@ -83,8 +83,8 @@ print(json.dumps({"list every pod": status(lambda: core.list_pod_for_all_namespa
 
 def in_notebook(user: str, *command: str, code: int | None = 0, timeout: float = 600) -> subprocess.CompletedProcess:
     """A command in the user's notebook container, as its user runs it from a Jupyter terminal."""
-    ns = rules.user_namespace(user)
-    result = subprocess.run(["kubectl", "exec", "-n", ns, f"deploy/{rules.component_name('notebook')}", "-c", "notebook",
+    ns = userspec.user_namespace(user)
+    result = subprocess.run(["kubectl", "exec", "-n", ns, f"deploy/{userspec.component_name('notebook')}", "-c", "notebook",
                              "--", *command], capture_output=True, text=True, timeout=timeout, cwd=ROOT)
     assert code is None or result.returncode == code, f"{command[:3]} exited {result.returncode}:\n" \
                                                       f"{result.stdout}\n{result.stderr}"
@@ -171,7 +171,7 @@ def test_another_namespaces_pod_runs_no_tf_op_on_a_teams_parameter_server(tenant
     one user's notebook drive it (`networkPolicy.clientFrom`): from that notebook TF ops run
     on its PS; from another user's notebook the same script gets no answer, and writes nothing."""
     mallory, bob = tenants
-    driver = rules.user_namespace(bob)
+    driver = userspec.user_namespace(bob)
     peers = json.dumps([{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": driver}}}])
     run("helm", "install", "team", str(chart_path()), "-n", namespace, "--set", "mode=in-graph",
         "--set", "ps.replicas=1", "--set", "worker.replicas=1", "--set-json", f"networkPolicy.clientFrom={peers}",
@@ -235,7 +235,7 @@ print(json.dumps({
 
 def test_the_workspace_bounds_gpus_objects_containers_placement_and_its_own_fence(tenants, nodes):
     bob, mallory = tenants[1], tenants[0]
-    got = python(bob, FENCED, nodes.user, rules.user_namespace(mallory))
+    got = python(bob, FENCED, nodes.user, userspec.user_namespace(mallory))
     assert got == {
         "a pod asking for a GPU": 403, "a container of 64Gi": 403, "a pod named onto the user node": 403,
         "a pod tolerating the user node": 403, "a pod tolerating every taint": 403,
@@ -246,7 +246,7 @@ def test_the_workspace_bounds_gpus_objects_containers_placement_and_its_own_fenc
     # Object counts: granted by the admin, and refused past them.
     run("tfhelm", "user", "add", bob, "--quota", "count/leases.coordination.k8s.io=0", "--quota-gpus", "1")
     try:
-        got = python(bob, FENCED, nodes.user, rules.user_namespace(mallory))
+        got = python(bob, FENCED, nodes.user, userspec.user_namespace(mallory))
         assert (got["a lease"], got["a pod asking for a GPU"]) == (403, 201), got
     finally:
         run("tfhelm", "user", "add", bob)
@@ -255,7 +255,7 @@ def test_the_workspace_bounds_gpus_objects_containers_placement_and_its_own_fenc
 def test_a_planted_release_record_gains_its_tenant_nothing_from_any_admin_command(tenants, core, api_client,
                                                                                   namespace):
     mallory, bob = tenants
-    ns, bob_ns = rules.user_namespace(mallory), rules.user_namespace(bob)
+    ns, bob_ns = userspec.user_namespace(mallory), userspec.user_namespace(bob)
     victim = client.V1ConfigMap(metadata=client.V1ObjectMeta(name="victim"))
     core.create_namespaced_config_map(namespace, victim)  # in a namespace she may not write
     rbac = client.RbacAuthorizationV1Api(api_client)
@@ -288,7 +288,7 @@ def test_a_planted_release_record_gains_its_tenant_nothing_from_any_admin_comman
     refused = said("up", "--user", mallory, "--name", "evil", "--workers", "1", "--ps", "1", code=5)
     assert f"ConfigMap {namespace}/victim" in refused and "nothing was changed" in refused, refused
     said("user", "add", mallory, code=0)
-    role = rbac.read_namespaced_role(rules.service_account(), ns)
+    role = rbac.read_namespaced_role(userspec.service_account(), ns)
     assert not any("*" in (r.verbs or []) + (r.resources or []) for r in role.rules)  # no planted values
     assert "no hooks run" in said("down", "evil", "-n", ns, code=0)
     said("down", "evil2", "-n", ns, "--purge", code=0)
@@ -326,7 +326,7 @@ def test_user_remove_revokes_what_the_user_made_and_the_old_tokens_reach_nothing
     mallory = tenants[0]
     if not _has_workspace(core, mallory):
         run("tfhelm", "user", "add", mallory, "--timeout", "300")
-    ns = rules.user_namespace(mallory)
+    ns = userspec.user_namespace(mallory)
     tokens = python(mallory, REVOKED)
 
     def as_token(token: str) -> client.CoreV1Api:
@@ -349,7 +349,7 @@ def test_user_remove_revokes_what_the_user_made_and_the_old_tokens_reach_nothing
     assert "Kept in namespace" in said and "no account there can act on it any more" in said
     # The volumes stay; neither old token reaches them, the Secrets or the pods any more.
     assert {p.metadata.name for p in core.list_namespaced_persistent_volume_claim(ns).items} >= {
-        rules.claim_name(v) for v in ("code", "logs", "data")}
+        userspec.claim_name(v) for v in ("code", "logs", "data")}
     for who, token in tokens.items():
         old = as_token(token)
         for what, call in (("read its Secrets", lambda: old.list_namespaced_secret(ns)),
@@ -362,5 +362,5 @@ def test_user_remove_revokes_what_the_user_made_and_the_old_tokens_reach_nothing
 
 
 def _has_workspace(core, user: str) -> bool:
-    return bool(core.list_namespaced_pod(rules.user_namespace(user),
+    return bool(core.list_namespaced_pod(userspec.user_namespace(user),
                                          label_selector="app.kubernetes.io/component=notebook").items)

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from kubernetes import client
 
-from tfhelm.workspace import rules
+from tfhelm.workspace import userspec
 
 from tests.cluster.conftest import job_of
 from tests.helpers.wheels import make_wheel
@@ -62,7 +62,7 @@ def copy_into_notebook(core, ns: str, *files: str) -> str:
 
 def test_workspace_notebook_files_and_tensorboard(two_users, core, api_client, tmp_path, nodes):
     user, other = two_users
-    ns = rules.user_namespace(user)
+    ns = userspec.user_namespace(user)
     urls = dict(line.split(":", 1) for line in run("tfhelm", "user", "url", user).stdout.splitlines())
     notebook, tensorboard = urls["notebook"].strip(), urls["tensorboard"].strip()
     base, token = notebook.split("/?token=")
@@ -79,7 +79,7 @@ def test_workspace_notebook_files_and_tensorboard(two_users, core, api_client, t
     workspace = core.list_namespaced_pod(ns, label_selector="app.kubernetes.io/instance=user-env").items
     assert {p.spec.node_name for p in workspace} == {nodes.user}
     for component in ("notebook", "tensorboard"):
-        port = core.read_namespaced_service(rules.component_name(component), ns).spec.ports[0].node_port
+        port = core.read_namespaced_service(userspec.component_name(component), ns).spec.ports[0].node_port
         assert answers(f"http://{nodes.addresses[nodes.user]}:{port}/"), component
         for node in nodes.training:
             assert not answers(f"http://{nodes.addresses[node]}:{port}/"), (component, node)
@@ -139,8 +139,8 @@ def test_workspace_notebook_files_and_tensorboard(two_users, core, api_client, t
     assert get(runs_url)[0] == 401 and get(runs_url, bobs)[0] == 403
     assert get(f"{tensorboard}?token={bobs}")[0] == 403
     # Over the pod network (the exposed port admits any source): the same answers.
-    in_cluster = f"http://{rules.component_name('tensorboard')}.{ns}.svc:6006/data/runs"
-    anonymous, bob = probe(core, rules.user_namespace(other), [(in_cluster, None, 30), (in_cluster, bobs, 1)])
+    in_cluster = f"http://{userspec.component_name('tensorboard')}.{ns}.svc:6006/data/runs"
+    anonymous, bob = probe(core, userspec.user_namespace(other), [(in_cluster, None, 30), (in_cluster, bobs, 1)])
     assert (anonymous, bob) == ("REACHED 401", "REACHED 403")
     (owner,) = probe(core, ns, [(in_cluster, token, 30)])
     assert owner.startswith("REACHED 200") and "run1" in owner, owner
@@ -149,7 +149,7 @@ def test_workspace_notebook_files_and_tensorboard(two_users, core, api_client, t
     # fenced in: the other user still cannot reach it, its own namespace still can.
     run("tfhelm", "user", "remove", user)
     ps = f"tcp://run1-ps-0.{ns}.svc:2222"
-    (from_other,) = probe(core, rules.user_namespace(other), [(ps, None, 1)])
+    (from_other,) = probe(core, userspec.user_namespace(other), [(ps, None, 1)])
     assert from_other.startswith("BLOCKED") and "gaierror" not in from_other, from_other
     assert probe(core, ns, [(ps, None, 30)]) == ["REACHED tcp"]
 
@@ -160,7 +160,7 @@ def test_the_notebook_on_the_user_node_drives_an_in_graph_cluster_on_the_trainin
     as its ParameterServerStrategy chief, with the TF_CONFIG `tfhelm tfconfig --client`
     gives it from inside the workspace."""
     user = two_users[1]  # the first one was removed by the test before
-    ns = rules.user_namespace(user)
+    ns = userspec.user_namespace(user)
     ps_node, worker_node = nodes.training
     run("tfhelm", "up", "--user", user, "--name", "nb", "--in-graph", "--workers", "2", "--ps", "1",
         *nodes.pin("ps", ps_node), *nodes.pin("worker", worker_node))
@@ -178,7 +178,7 @@ def test_the_notebook_on_the_user_node_drives_an_in_graph_cluster_on_the_trainin
     out = run("kubectl", "exec", "-n", ns, notebook_pod(core, ns).metadata.name, "--",
               "sh", "-c", chief, "sh", workdir, timeout=600)
     assert "trained steps 0..40" in out.stdout + out.stderr, out.stdout + out.stderr
-    logs_dir = volume_dir(core, ns, rules.claim_name("logs")) / "nb"
+    logs_dir = volume_dir(core, ns, userspec.claim_name("logs")) / "nb"
     assert events(metrics(logs_dir, "chief-0"), "done")
     assert latest_checkpoint_step(logs_dir / "checkpoints") == 40
     where = {(p.metadata.labels["app.kubernetes.io/component"], p.spec.node_name) for p in servers}

@@ -81,9 +81,9 @@ def test_imports_go_one_way_without_cycles():
 def test_only_the_doors_talk_to_helm_and_to_the_api_server():
     doors = {"tfhelm.helm": {"subprocess", "pyhelm3"}, "tfhelm.kube": {"kubernetes"}}
     # Beside the doors: the launcher and local runs start processes (not Helm); errors.py
-    # reads the client's exception types, workspace.rules its quantity parser.
+    # reads the client's exception types, workspace.userspec its quantity parser.
     allowed = {("tfhelm.pod.packages", "subprocess"), ("tfhelm.cluster.localrun", "subprocess"),
-               ("tfhelm.apierrors", "kubernetes"), ("tfhelm.workspace.rules", "kubernetes"),
+               ("tfhelm.apierrors", "kubernetes"), ("tfhelm.workspace.userspec", "kubernetes"),
                ("tfhelm.commands.cluster", "subprocess")}
     found = []
     for module, tree in modules().items():

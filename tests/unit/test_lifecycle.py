@@ -6,7 +6,7 @@ from datetime import datetime, timedelta
 
 from tfhelm.cluster import deploy, training
 from tfhelm.reaper import REAP, WAIT, decide, default_config
-from tfhelm.workspace import rules
+from tfhelm.workspace import userspec
 
 from .test_reaper import T0, job
 
@@ -57,13 +57,13 @@ def test_interrupted_means_a_ps_release_without_its_workload():
 
 def test_purge_names_the_volumes_it_keeps_and_why():
     values = {"storage": {"logs": {"existingClaim": "user-env-logs"}, "data": {"existingClaim": "user-env-data"}}}
-    logs, data = deploy.kept_volumes("mnist", "tfhelm-user-alice", values, rules.notebook_path)
+    logs, data = deploy.kept_volumes("mnist", "tfhelm-user-alice", values, userspec.notebook_path)
     assert logs.startswith("kept PersistentVolumeClaim tfhelm-user-alice/user-env-logs: not this cluster's "
                            "(storage.logs.existingClaim)")
     assert "`tfhelm up --name mnist` resumes from them" in logs and logs.endswith("(in the notebook: rm -r /log/mnist)")
     assert data == ("kept PersistentVolumeClaim tfhelm-user-alice/user-env-data: not this cluster's "
                     "(storage.data.existingClaim)")
     assert deploy.kept_volumes("mnist", "team-a", {"storage": {"logs": {"existingClaim": "shared"}}},
-                               rules.notebook_path)[0].endswith(
+                               userspec.notebook_path)[0].endswith(
         "delete the directory to start over")
     assert deploy.kept_volumes("mnist", "team-a", {}) == []  # its own PVCs: deleted, nothing kept

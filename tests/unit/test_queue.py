@@ -19,7 +19,7 @@ from tfhelm.contract import QUEUE_GATE, QUEUE_LABEL
 from tfhelm.errors import SpecError
 from tfhelm.reaper import default_config, gates
 from tfhelm.reaper.metrics import ReaperMetrics
-from tfhelm.workspace import rules
+from tfhelm.workspace import userspec
 
 from .test_reaper import T0, FakeClient, fast, job, rows, run_in_thread, wait_until
 
@@ -259,22 +259,22 @@ def test_queue_and_priority_options_are_values():
 
 
 def test_a_users_workspace_queue_is_the_lowest_values():
-    v = rules.cluster_values_for_user("alice", None, "training")
+    v = userspec.cluster_values_for_user("alice", None, "training")
     assert v["queue"] == {"name": "training"}
-    assert "queue" not in rules.cluster_values_for_user("alice", None)
+    assert "queue" not in userspec.cluster_values_for_user("alice", None)
 
 
 def test_user_queue_values():
-    opts = rules.UserOptions("alice", queue=True, queue_cpu="2", borrow_cpu="1", priorities=["low", "high", "low"])
-    q = rules.compute_user_values(opts)["queue"]
+    opts = userspec.UserOptions("alice", queue=True, queue_cpu="2", borrow_cpu="1", priorities=["low", "high", "low"])
+    q = userspec.compute_user_values(opts)["queue"]
     assert q == {"enabled": True, "nominalQuota": {"cpu": "2"}, "borrowingLimit": {"cpu": "1"},
                  "priorityClasses": ["high", "low"]}
-    assert "queue" not in rules.compute_user_values(rules.UserOptions("alice"))
-    assert rules.compute_user_values(rules.UserOptions("alice", priorities=["low"]))["queue"]["enabled"]
+    assert "queue" not in userspec.compute_user_values(userspec.UserOptions("alice"))
+    assert userspec.compute_user_values(userspec.UserOptions("alice", priorities=["low"]))["queue"]["enabled"]
     with pytest.raises(SpecError, match="--no-queue"):
-        rules.compute_user_values(rules.UserOptions("alice", queue=False, queue_cpu="2"))
+        userspec.compute_user_values(userspec.UserOptions("alice", queue=False, queue_cpu="2"))
     with pytest.raises(SpecError, match="--queue-cpu"):
-        rules.compute_user_values(rules.UserOptions("alice", queue_cpu="lots"))
+        userspec.compute_user_values(userspec.UserOptions("alice", queue_cpu="lots"))
 
 
 def test_suspended_since_is_the_suspended_condition():

@@ -5,30 +5,30 @@ import pytest
 
 from tfhelm.errors import AdmissionRefused, ClusterUnreachable, Forbidden, SpecError, TfhelmError
 from tfhelm.kube import CLUSTER_LABEL, Kube
-from tfhelm.workspace import actions, rules
-from tfhelm.workspace.rules import UserOptions, cluster_values_for_user, compute_user_values
+from tfhelm.workspace import actions, userspec
+from tfhelm.workspace.userspec import UserOptions, cluster_values_for_user, compute_user_values
 
 from .fake_apiserver import FakeApiServer, served
 
 
 def test_namespace_and_names():
-    assert rules.user_namespace("alice") == "tfhelm-user-alice"
-    assert rules.files_url("alice") == "http://user-env-files.tfhelm-user-alice.svc:8080/"
-    assert rules.claim_name("logs") == "user-env-logs" and rules.token_secret() == "user-env-notebook-token"
-    assert len(rules.user_namespace("a" * rules.MAX_USER)) == 63
+    assert userspec.user_namespace("alice") == "tfhelm-user-alice"
+    assert userspec.files_url("alice") == "http://user-env-files.tfhelm-user-alice.svc:8080/"
+    assert userspec.claim_name("logs") == "user-env-logs" and userspec.token_secret() == "user-env-notebook-token"
+    assert len(userspec.user_namespace("a" * userspec.MAX_USER)) == 63
 
 
 def test_namespace_enforces_restricted_and_names_the_user():
-    labels = rules.namespace_labels("alice")
+    labels = userspec.namespace_labels("alice")
     assert labels["pod-security.kubernetes.io/enforce"] == "restricted"
     assert labels["pod-security.kubernetes.io/warn"] == labels["pod-security.kubernetes.io/audit"] == "restricted"
-    assert labels[rules.USER_LABEL] == "alice"
+    assert labels[userspec.USER_LABEL] == "alice"
 
 
-@pytest.mark.parametrize("name", ["Alice", "1bob", "a_b", "-a", "a-", "", "a" * (rules.MAX_USER + 1)])
+@pytest.mark.parametrize("name", ["Alice", "1bob", "a_b", "-a", "a-", "", "a" * (userspec.MAX_USER + 1)])
 def test_bad_user_names(name):
     with pytest.raises(SpecError) as exc:
-        rules.user_namespace(name)
+        userspec.user_namespace(name)
     assert exc.value.field == "NAME"
 
 
@@ -81,8 +81,8 @@ def test_bad_options_name_the_field(opts, field):
 
 def test_the_workspace_requests_are_summed_from_the_chart():
     # notebook, TensorBoard, its login proxy, the file server
-    assert rules.workspace_requests("cpu") == Decimal("0.36")
-    assert rules.workspace_requests("memory") == (1024 + 512 + 32 + 64) * 2**20
+    assert userspec.workspace_requests("cpu") == Decimal("0.36")
+    assert userspec.workspace_requests("memory") == (1024 + 512 + 32 + 64) * 2**20
     with pytest.raises(SpecError, match=r"300m is less than the workspace itself requests \(0.36\)"):
         compute_user_values(UserOptions("a", quota_cpu="300m"))
     with pytest.raises(SpecError, match=r"requests \(1632Mi\)"):
@@ -160,7 +160,7 @@ class FakeHelm:
 
 
 NS = "/api/v1/namespaces/tfhelm-user-alice"
-TOKEN = f"{NS}/secrets/{rules.token_secret()}"
+TOKEN = f"{NS}/secrets/{userspec.token_secret()}"
 
 
 def token_of(server: FakeApiServer) -> str:
@@ -179,10 +179,10 @@ def test_add_makes_namespace_and_token_and_never_passes_the_token_to_helm():
         "tfhelm-user-services", "tfhelm-user-release-records", "tfhelm-user-network-policies",
         "tfhelm-user-node"}
     assert len(applied) == 8
-    assert kube.server.objects[NS]["metadata"]["labels"] == rules.namespace_labels("alice")
+    assert kube.server.objects[NS]["metadata"]["labels"] == userspec.namespace_labels("alice")
     token = token_of(kube.server)
     assert len(token) >= 40
-    chart, values = helm.installed[("tfhelm-user-alice", rules.RELEASE)]
+    chart, values = helm.installed[("tfhelm-user-alice", userspec.RELEASE)]
     assert chart == "user-env" and token not in repr(values)
     actions.add(UserOptions("alice", quota_cpu="2"), helm, kube)  # again: upgrade
     assert token_of(kube.server) == token
@@ -195,7 +195,7 @@ def test_where_kueue_runs_a_workspace_gets_its_queue_and_the_priority_policy():
     assert not helm.installed and "/api/v1/namespaces/tfhelm-user-alice" not in kube.server.objects
     kube.server.put("/apis/kueue.x-k8s.io/v1beta2/resourceflavors/default-flavor", {"metadata": {"name": "default-flavor"}})
     actions.add(UserOptions("alice", priorities=["low"]), helm, kube)
-    _, values = helm.installed[("tfhelm-user-alice", rules.RELEASE)]
+    _, values = helm.installed[("tfhelm-user-alice", userspec.RELEASE)]
     assert values["queue"] == {"enabled": True, "priorityClasses": ["low"]}
     assert ("ValidatingAdmissionPolicy", actions.PRIORITY_POLICY) in [(o["kind"], o["metadata"]["name"]) for o in kube.applied]
     # Asked for where there is no Kueue: one line, nothing made.
@@ -217,7 +217,7 @@ def test_failed_first_install_leaves_no_namespace():
 
 def test_a_failed_upgrade_deletes_only_the_token_it_made():
     kube = WorkspaceKube(FakeApiServer())
-    kube.server.put(NS, {"metadata": {"name": "tfhelm-user-alice", "labels": rules.namespace_labels("alice")}})
+    kube.server.put(NS, {"metadata": {"name": "tfhelm-user-alice", "labels": userspec.namespace_labels("alice")}})
     with pytest.raises(TfhelmError):
         actions.add(UserOptions("alice"), FakeHelm(fail=True), kube)
     assert list(kube.server.objects) == [NS]
@@ -246,7 +246,7 @@ def test_a_refused_request_names_the_object_and_a_forbidden_one_is_exit_3():
 def test_remove_revokes_every_account_and_grant_and_keeps_the_volumes_and_the_fence():
     kube, helm = WorkspaceKube(FakeApiServer()), FakeHelm()
     actions.add(UserOptions("alice"), helm, kube)
-    ws = {"app.kubernetes.io/instance": rules.RELEASE}
+    ws = {"app.kubernetes.io/instance": userspec.RELEASE}
     keep = {"helm.sh/resource-policy": "keep"}
     for path, name, labels, extra in (
             ("/apis/apps/v1/namespaces/tfhelm-user-alice/deployments", "user-env-notebook", ws, {}),
@@ -278,7 +278,7 @@ def test_remove_revokes_every_account_and_grant_and_keeps_the_volumes_and_the_fe
         "ServiceAccount backdoor", "ServiceAccount mnist-reaper", "ServiceAccount user-env-notebook",
         "RoleBinding backdoor", "Role backdoor", "Role user-env-notebook",
         "Secret backdoor-token (a ServiceAccount token)", "Secret user-env-notebook-token (the login token)"]
-    assert notes[0] == f"uninstalled release tfhelm-user-alice/{rules.RELEASE} (its objects, by their labels; no hooks run)"
+    assert notes[0] == f"uninstalled release tfhelm-user-alice/{userspec.RELEASE} (its objects, by their labels; no hooks run)"
     assert notes[1].startswith("revoked in tfhelm-user-alice: ServiceAccount backdoor, ")
     left = {p.rsplit("/", 2)[-2] + "/" + p.rsplit("/", 1)[-1] for p in kube.server.objects if p != NS}
     assert left == {"serviceaccounts/default", "persistentvolumeclaims/user-env-logs", "resourcequotas/user-env",
@@ -292,7 +292,7 @@ def test_add_again_drops_a_fence_object_its_values_no_longer_hold():
     rendered = [{"kind": "NetworkPolicy", "metadata": {"name": "user-env-same-namespace"}},
                 {"kind": "ResourceQuota", "metadata": {"name": "user-env"}}]
     kube, helm = WorkspaceKube(FakeApiServer()), FakeHelm(rendered=rendered)
-    policy = {"app.kubernetes.io/instance": rules.RELEASE, "app.kubernetes.io/component": "policy"}
+    policy = {"app.kubernetes.io/instance": userspec.RELEASE, "app.kubernetes.io/component": "policy"}
     for path, name in (("/apis/networking.k8s.io/v1/namespaces/tfhelm-user-alice/networkpolicies", "user-env-metrics"),
                        ("/apis/networking.k8s.io/v1/namespaces/tfhelm-user-alice/networkpolicies",
                         "user-env-same-namespace"), (f"{NS}/resourcequotas", "user-env")):
@@ -314,9 +314,9 @@ def test_add_refuses_a_priority_class_the_cluster_does_not_have_before_changing_
 
 
 def deployment(ns: str, component: str, want: int, available: int, pod_labels: dict) -> tuple[str, dict]:
-    name = rules.component_name(component)
+    name = userspec.component_name(component)
     return f"/apis/apps/v1/namespaces/{ns}/deployments/{name}", {
-        "metadata": {"name": name, "labels": {"app.kubernetes.io/instance": rules.RELEASE,
+        "metadata": {"name": name, "labels": {"app.kubernetes.io/instance": userspec.RELEASE,
                                               "app.kubernetes.io/component": component}},
         "spec": {"replicas": want, "selector": {"matchLabels": pod_labels},
                  "template": {"spec": {"containers": [{"name": component}]}}},
@@ -349,7 +349,7 @@ def test_list_users_gives_each_workspaces_state():
     server = FakeApiServer()
     for user, terminating in (("alice", False), ("bob", False), ("carol", True)):
         server.put(f"/api/v1/namespaces/tfhelm-user-{user}", {
-            "metadata": {"name": f"tfhelm-user-{user}", "labels": rules.namespace_labels(user)},
+            "metadata": {"name": f"tfhelm-user-{user}", "labels": userspec.namespace_labels(user)},
             "status": {"phase": "Terminating" if terminating else "Active"}})
     server.put("/api/v1/namespaces/default", {"metadata": {"name": "default"}})
     server.put(*deployment("tfhelm-user-alice", "notebook", 1, 1, {}))
@@ -364,15 +364,15 @@ def test_urls_give_the_token_and_the_node_port_on_the_pods_node():
     kube = served(server)
     with pytest.raises(SpecError, match="no login token"):
         actions.urls("alice", kube)
-    server.put(TOKEN, {"metadata": {"name": rules.token_secret()}, "stringData": {"token": "s3cret"}})
-    notebook = rules.component_name("notebook")
+    server.put(TOKEN, {"metadata": {"name": userspec.token_secret()}, "stringData": {"token": "s3cret"}})
+    notebook = userspec.component_name("notebook")
     server.put(f"/api/v1/namespaces/{ns}/services/{notebook}", {
         "metadata": {"name": notebook}, "spec": {"type": "NodePort", "selector": {"c": "nb"},
                                                  "ports": [{"port": 8888, "nodePort": 30088}]}})
     server.put(*pod(ns, "nb-1", {"c": "nb"}, "Running", "node-1"))
     server.put("/api/v1/nodes/node-1", {"metadata": {"name": "node-1"}, "status": {"addresses": [
         {"type": "Hostname", "address": "node-1"}, {"type": "InternalIP", "address": "10.0.0.7"}]}})
-    tensorboard = rules.component_name("tensorboard")
+    tensorboard = userspec.component_name("tensorboard")
     server.put(f"/apis/networking.k8s.io/v1/namespaces/{ns}/ingresses/{tensorboard}", {
         "metadata": {"name": tensorboard},
         "spec": {"rules": [{"host": "tb.example"}], "tls": [{"hosts": ["tb.example"]}]}})
@@ -386,10 +386,10 @@ def test_urls_give_the_token_and_the_node_port_on_the_pods_node():
 
 
 def test_a_wheel_directory_on_the_users_code_volume_is_their_file_servers_url():
-    assert rules.files_dir_url("alice", "wheels", "--pip-find-links") == \
+    assert userspec.files_dir_url("alice", "wheels", "--pip-find-links") == \
         "http://user-env-files.tfhelm-user-alice.svc:8080/wheels/"
-    assert rules.files_dir_url("alice", "deps/wheels/", "--pip-find-links").endswith(":8080/deps/wheels/")
-    assert rules.files_dir_url("alice", "/data/wheels", "--pip-find-links") == "/data/wheels"
-    assert rules.files_dir_url("alice", "https://w.example/", "--pip-find-links") == "https://w.example/"
+    assert userspec.files_dir_url("alice", "deps/wheels/", "--pip-find-links").endswith(":8080/deps/wheels/")
+    assert userspec.files_dir_url("alice", "/data/wheels", "--pip-find-links") == "/data/wheels"
+    assert userspec.files_dir_url("alice", "https://w.example/", "--pip-find-links") == "https://w.example/"
     with pytest.raises(SpecError, match="--pip-find-links: '../x' is not a path on the code volume"):
-        rules.files_dir_url("alice", "../x", "--pip-find-links")
+        userspec.files_dir_url("alice", "../x", "--pip-find-links")

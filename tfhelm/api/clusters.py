@@ -176,7 +176,7 @@ class Prepared:
 def _workspace_queue(user: str) -> str | None:
     from tfhelm.kube import Kube
     from tfhelm.workspace.actions import workspace_queue
-    from tfhelm.workspace.rules import validate_user
+    from tfhelm.workspace.userspec import validate_user
 
     return workspace_queue(validate_user(user, "--user"), Kube())
 
@@ -367,7 +367,7 @@ class Cluster:
         `purge`; a UsageError when there was nothing to remove."""
         from tfhelm.cluster import deploy
         from tfhelm.errors import SpecError
-        from tfhelm.workspace.rules import notebook_path
+        from tfhelm.workspace.userspec import notebook_path
 
         if not deploy.down(self.name, self.namespace, self.helm, self.kube, purge=purge,
                            notify=display.notes(progress), mounted=notebook_path):

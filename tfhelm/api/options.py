@@ -27,20 +27,20 @@ def resolve(o: ClusterOptions, user_queue: str | None = None) -> ClusterOptions:
 
     from tfhelm import valueflags
     from tfhelm.errors import SpecError
-    from tfhelm.workspace import rules
+    from tfhelm.workspace import userspec
 
     files = [f if isinstance(f, dict) else valueflags.load_file(f) for f in o.values]
     namespace, script, find_links = o.namespace, o.script, o.pip_find_links
     if o.user:  # the user's namespace, volumes and file server; -f and --set still override
-        user_ns = rules.user_namespace(o.user)
+        user_ns = userspec.user_namespace(o.user)
         if namespace and namespace != user_ns:
             raise SpecError("--namespace", f"user {o.user}'s clusters run in {user_ns}", "drop --namespace")
-        if o.name == rules.RELEASE:
+        if o.name == userspec.RELEASE:
             raise SpecError("--name", f"'{o.name}' is the user's workspace release", "choose another name")
-        files.insert(0, rules.cluster_values_for_user(o.user, script, user_queue))
+        files.insert(0, userspec.cluster_values_for_user(o.user, script, user_queue))
         namespace, script = user_ns, None
         if find_links:  # a directory on their code volume, through their file server
-            find_links = rules.files_dir_url(o.user, find_links, "--pip-find-links")
+            find_links = userspec.files_dir_url(o.user, find_links, "--pip-find-links")
     sets = valueflags.SetFlags(list(o.set), list(o.set_string), list(o.set_json))
     return replace(o, namespace=namespace_of(namespace), script=script, pip_find_links=find_links,
                    user=None, values=[], set=[], set_string=[], set_json=[],

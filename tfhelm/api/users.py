@@ -9,7 +9,7 @@ from tfhelm.api.edge import raises_api_errors
 
 if TYPE_CHECKING:
     from tfhelm.workspace.actions import Urls, UserRow
-    from tfhelm.workspace.rules import UserOptions
+    from tfhelm.workspace.userspec import UserOptions
 
 Notify = Callable[[str], None]
 
@@ -19,11 +19,11 @@ def render(opts: UserOptions) -> str:
     """The workspace's manifests and the cluster-wide policies, as YAML (a dry run)."""
     from tfhelm.cluster import deploy
     from tfhelm.helm import Helm
-    from tfhelm.workspace import actions, rules
+    from tfhelm.workspace import actions, userspec
 
     queued = opts.queue or opts.queue_asked()
-    policies = (rules.priority_policy() if queued else []) + rules.cluster_policies()
-    return deploy.manifests_yaml({rules.RELEASE: actions.render(opts, Helm()),
+    policies = (userspec.priority_policy() if queued else []) + userspec.cluster_policies()
+    return deploy.manifests_yaml({userspec.RELEASE: actions.render(opts, Helm()),
                                   "cluster-wide policies (applied once)": policies})
 
 
@@ -51,9 +51,9 @@ def wait_ready(user: str, timeout: float, waiting: Notify = lambda _: None) -> d
 def urls(user: str) -> Urls:
     """The user's notebook URL with its login token, TensorBoard's and the file server's."""
     from tfhelm.kube import Kube
-    from tfhelm.workspace import actions, rules
+    from tfhelm.workspace import actions, userspec
 
-    return actions.urls(rules.validate_user(user), Kube())
+    return actions.urls(userspec.validate_user(user), Kube())
 
 
 @raises_api_errors
@@ -70,9 +70,9 @@ def remove(user: str, purge: bool = False, notify: Notify = lambda _: None) -> l
     login token, ServiceAccounts and their tokens, Roles, RoleBindings; `purge`: the namespace
     with everything in it); None when there was none, else what still runs in the namespace."""
     from tfhelm.kube import Kube
-    from tfhelm.workspace import actions, rules
+    from tfhelm.workspace import actions, userspec
 
     kube = Kube()
-    if actions.remove(rules.validate_user(user), kube, purge=purge, notify=notify) is None:
+    if actions.remove(userspec.validate_user(user), kube, purge=purge, notify=notify) is None:
         return None
     return [] if purge else actions.still_running(user, kube)

@@ -471,7 +471,7 @@ def kept_volumes(name: str, namespace: str, values: dict,
     """What `down --purge` does not delete, and why: volumes the cluster mounts but did not
     make (`existingClaim`, e.g. a user's logs and data volumes, shared by all their runs).
     `mounted(namespace, claim)`: where the user sees a logs volume (a workspace's notebook:
-    workspace.rules.notebook_path), to say how to start over there."""
+    workspace.userspec.notebook_path), to say how to start over there."""
     storage = values.get("storage") or {}
     lines = []
     for volume in ("logs", "data"):

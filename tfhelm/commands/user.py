@@ -1,5 +1,5 @@
 """`tfhelm user`: one workspace per user (Jupyter, TensorBoard, the code server) in a
-namespace of its own. Thin commands over tfhelm.workspace: rules (pure) and actions (cluster)."""
+namespace of its own. Thin commands over tfhelm.workspace: userspec (pure) and actions (cluster)."""
 
 from __future__ import annotations
 
@@ -67,9 +67,9 @@ def add(name: UserName,
     """Create (or update) a user's namespace, login token and workspace."""
     from tfhelm.api import users
     from tfhelm.cluster.values import wait_seconds
-    from tfhelm.workspace import rules
+    from tfhelm.workspace import userspec
 
-    opts = rules.UserOptions(name, storage_class, quota_cpu, quota_memory, node_port,
+    opts = userspec.UserOptions(name, storage_class, quota_cpu, quota_memory, node_port,
                              tensorboard_node_port, quota_gpus, list(quota or []), list(priority_class or []),
                              list(metrics_from or []), max_cpu, max_memory, queue, queue_cpu, queue_memory,
                              borrow_cpu, borrow_memory, queue_flavor, list(priority or []))
@@ -78,7 +78,7 @@ def add(name: UserName,
         write(users.render(opts))
         return
     users.add(opts, notify=note)
-    ns = rules.user_namespace(name)
+    ns = userspec.user_namespace(name)
     with err.status("waiting for the workspace to start") as spinner:
         waiting = users.wait_ready(name, timeout,
                                    lambda what: spinner.update(f"waiting for {escape(printable(what))}"))
@@ -134,14 +134,14 @@ def remove(name: UserName,
     --purge."""
     from tfhelm.api import users
     from tfhelm.errors import SpecError
-    from tfhelm.workspace import rules
+    from tfhelm.workspace import userspec
 
     running = users.remove(name, purge=purge, notify=note)
     if running is None:
         raise SpecError("NAME", f"no user '{name}'", "see `tfhelm user list`")
     if purge:
         return
-    ns = rules.user_namespace(name)
+    ns = userspec.user_namespace(name)
     err.print(f"Kept in namespace {ns}: the code, logs and data volumes, and its NetworkPolicies, "
               "quota and LimitRange (whatever runs there stays isolated); no account there can act "
               "on it any more. `--purge` deletes it all.", highlight=False, soft_wrap=True)

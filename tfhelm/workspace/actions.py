@@ -17,38 +17,38 @@ from typing import TYPE_CHECKING, Callable
 from tfhelm import releases
 from tfhelm.errors import AdmissionRefused, Forbidden, SpecError, TfhelmError
 from tfhelm.kube import CLUSTER_LABEL
-from tfhelm.workspace import rules
+from tfhelm.workspace import userspec
 
 if TYPE_CHECKING:
     from tfhelm.helm import Helm
     from tfhelm.kube import Kube
 
 Notify = Callable[[str], None]
-_OURS = f"{rules.USER_LABEL},app.kubernetes.io/managed-by=tfhelm"
+_OURS = f"{userspec.USER_LABEL},app.kubernetes.io/managed-by=tfhelm"
 
 
-def render(opts: rules.UserOptions, helm: Helm, values: dict | None = None) -> list[dict]:
+def render(opts: userspec.UserOptions, helm: Helm, values: dict | None = None) -> list[dict]:
     """The release's manifests, rendered by the real chart (schema and checks included);
     `values`: the options' values, when the caller computed them already."""
-    values = rules.compute_user_values(opts) if values is None else values
-    return helm.template(rules.RELEASE, values, rules.user_namespace(opts.name), chart=rules.CHART)
+    values = userspec.compute_user_values(opts) if values is None else values
+    return helm.template(userspec.RELEASE, values, userspec.user_namespace(opts.name), chart=userspec.CHART)
 
 
-def add(opts: rules.UserOptions, helm: Helm, kube: Kube, notify: Notify = lambda _: None) -> None:
+def add(opts: userspec.UserOptions, helm: Helm, kube: Kube, notify: Notify = lambda _: None) -> None:
     """Create or update a user's workspace. A failed first install leaves nothing behind;
     an existing token is kept, so adding a user again only upgrades the release. What the
     options say is what the workspace gets: a fence object the values no longer hold (the
     `--metrics-from` policy) goes, rather than outliving the release (Helm keeps it)."""
-    values = rules.compute_user_values(opts)
-    ns = rules.user_namespace(opts.name)
+    values = userspec.compute_user_values(opts)
+    ns = userspec.user_namespace(opts.name)
     rendered = render(opts, helm, values)  # bad values are refused before anything touches the cluster
     kube.ping()
     values = _with_queue(opts, values, kube)
     for name in dict.fromkeys(opts.priority_classes):
         if kube.read("PriorityClass", None, name) is None:
             raise SpecError("--priority-class", f"there is no PriorityClass '{name}'", "see `kubectl get priorityclass`")
-    queue = rules.queue_settings(values)
-    apply_policies(kube, rules.priority_policy() if queue["enabled"] else [])
+    queue = userspec.queue_settings(values)
+    apply_policies(kube, userspec.priority_policy() if queue["enabled"] else [])
     if queue["enabled"]:
         notify(f"Kueue: ClusterQueue {ns} (cohort {queue['cohort'] or 'none'}, nominal "
                f"{', '.join(f'{k} {v}' for k, v in sorted(queue['nominalQuota'].items()))}) and LocalQueue "
@@ -61,28 +61,28 @@ def add(opts: rules.UserOptions, helm: Helm, kube: Kube, notify: Notify = lambda
         wait_service_policy(kube, ns)
         # Its record may predate the policy that keeps the user from rewriting it: Helm's
         # upgrade deletes what the record names, so check it names only the workspace's.
-        releases.check_records(kube, ns, rules.RELEASE, frozenset(WORKSPACE_KINDS),
+        releases.check_records(kube, ns, userspec.RELEASE, frozenset(WORKSPACE_KINDS),
                                frozenset((o["kind"], o["metadata"]["name"]) for o in rendered))
     except Exception:
         if created_ns:
             kube.delete_namespace(ns)
         raise
     notify(f"fenced {ns}: Services ClusterIP or headless only, the release's record, NetworkPolicies and "
-           f"the user node the admin's (ValidatingAdmissionPolicies {', '.join(rules.policy_names())})")
+           f"the user node the admin's (ValidatingAdmissionPolicies {', '.join(userspec.policy_names())})")
     created_token = _ensure_token(kube, ns, opts.name)
     if created_token:
-        notify(f"created the notebook's login token in Secret {ns}/{rules.token_secret()}")
+        notify(f"created the notebook's login token in Secret {ns}/{userspec.token_secret()}")
     try:
-        notify(f"installing release {ns}/{rules.RELEASE}")
+        notify(f"installing release {ns}/{userspec.RELEASE}")
         # No wait here: a slow first pull of one image must not roll back the workspace
         # (wait_ready() reports what is still starting instead).
-        helm.install_or_upgrade(rules.RELEASE, values, ns, chart=rules.CHART, wait=False)
+        helm.install_or_upgrade(userspec.RELEASE, values, ns, chart=userspec.CHART, wait=False)
     except Exception:
         if created_ns:
             notify(f"deleting namespace {ns} again")
             kube.delete_namespace(ns)
         elif created_token:
-            kube.delete_secret(ns, rules.token_secret())
+            kube.delete_secret(ns, userspec.token_secret())
         raise
     for what in _drop_stale_fence(kube, ns, rendered):
         notify(f"deleted {what} from {ns}: the workspace's values no longer hold it")
@@ -92,7 +92,7 @@ def _drop_stale_fence(kube: Kube, ns: str, rendered: list[dict]) -> list[str]:
     """The fence objects (kept on uninstall, so kept by Helm when a value drops them) that
     the workspace's render no longer holds: deleted, as "Kind name"."""
     wanted = {(o["kind"], o["metadata"]["name"]) for o in rendered}
-    selector = f"{releases.INSTANCE}={rules.RELEASE},app.kubernetes.io/component=policy"
+    selector = f"{releases.INSTANCE}={userspec.RELEASE},app.kubernetes.io/component=policy"
     return [f"{kind} {m['name']}" for kind in sorted(FENCE - {"PersistentVolumeClaim"})
             for m in kube.metadata(kind, ns, selector)
             if (kind, m["name"]) not in wanted and kube.delete(kind, ns, m["name"])]
@@ -102,7 +102,7 @@ POLICY = "tfhelm-user-services"
 PRIORITY_POLICY = "tfhelm-user-priorities"
 
 
-def _with_queue(opts: rules.UserOptions, values: dict, kube: Kube) -> dict:
+def _with_queue(opts: userspec.UserOptions, values: dict, kube: Kube) -> dict:
     """The values with the workspace's Kueue queue where Kueue is installed (unless
     --no-queue); asked for (a --queue-* option) where it is not: a usage error."""
     serves = opts.queue is not False and kube.serves_kueue()
@@ -111,8 +111,8 @@ def _with_queue(opts: rules.UserOptions, values: dict, kube: Kube) -> dict:
             raise SpecError("--queue", "this cluster has no Kueue (kueue.x-k8s.io is not served)",
                             "install Kueue, or leave the --queue-*, --borrow-* and --priority options out")
     elif serves:
-        values = rules.compute_user_values(dataclasses.replace(opts, queue=True))
-    queue = rules.queue_settings(values)
+        values = userspec.compute_user_values(dataclasses.replace(opts, queue=True))
+    queue = userspec.queue_settings(values)
     if queue["enabled"]:
         flavor = queue["flavor"]
         if kube.read_resource_flavor(flavor) is None:
@@ -126,7 +126,7 @@ def apply_policies(kube: Kube, more: list[dict] = ()) -> None:
     priorities' where workspaces have queues), by server-side apply (the same objects again
     change nothing), the Services' last: `wait_service_policy` waits until the API server
     enforces it, and so the others applied before it."""
-    for obj in [*more, *rules.cluster_policies()]:
+    for obj in [*more, *userspec.cluster_policies()]:
         if not kube.serves(obj):  # ValidatingAdmissionPolicy is GA since 1.30
             raise TfhelmError(f"this cluster does not serve {obj['kind']} ({obj['apiVersion']}): "
                               "Kubernetes 1.30 or later is needed to fence the users' namespaces "
@@ -158,7 +158,7 @@ def workspace_queue(user: str, kube: Kube) -> str | None:
     or the caller may not read LocalQueues: a workspace made without a queue grants no such
     right to its notebook)."""
     try:
-        found = kube.local_queues(rules.user_namespace(user), rules.local_queue_selector(user))
+        found = kube.local_queues(userspec.user_namespace(user), userspec.local_queue_selector(user))
     except Forbidden:
         return None
     return found[0]["metadata"]["name"] if len(found) == 1 else None
@@ -167,14 +167,14 @@ def workspace_queue(user: str, kube: Kube) -> str | None:
 def require_workspace(user: str, kube: Kube) -> None:
     """`tfhelm up --user`: the user's namespace must be a workspace `tfhelm user add` made
     (Pod Security, quota, isolation); else a usage error, before anything is created."""
-    ns = rules.user_namespace(user)
+    ns = userspec.user_namespace(user)
     existing = kube.read_namespace(ns)
     if existing is None:
         raise SpecError("--user", f"user {user} has no workspace (no namespace {ns})",
                         f"a cluster admin creates it with `tfhelm user add {user}`")
     if _user_of(existing) != user:
         raise SpecError("--user", f"namespace {ns} is not the workspace of user {user} "
-                        f"(no label {rules.USER_LABEL}={user})", "see `tfhelm user list`")
+                        f"(no label {userspec.USER_LABEL}={user})", "see `tfhelm user list`")
     if _terminating(existing):
         raise SpecError("--user", f"the workspace of user {user} is being deleted")
 
@@ -182,8 +182,8 @@ def require_workspace(user: str, kube: Kube) -> None:
 def not_ready(user: str, kube: Kube) -> dict[str, str]:
     """The workspace's Deployments that are not available yet, each with the reason its
     pod gives (e.g. `ContainerCreating`, `ImagePullBackOff`)."""
-    ns = rules.user_namespace(user)
-    selector = f"app.kubernetes.io/instance={rules.RELEASE}"
+    ns = userspec.user_namespace(user)
+    selector = f"app.kubernetes.io/instance={userspec.RELEASE}"
     waiting: dict[str, str] = {}
     for d in kube.deployments(ns, selector):
         if not _short(d, "availableReplicas"):
@@ -228,7 +228,7 @@ def _short(deployment: dict, counted: str) -> bool:
 
 
 def _user_of(ns: dict) -> str | None:
-    return _labels(ns).get(rules.USER_LABEL)
+    return _labels(ns).get(userspec.USER_LABEL)
 
 
 def _terminating(ns: dict) -> bool:
@@ -241,8 +241,8 @@ def _gone(obj: dict) -> bool:
 
 def _ensure_namespace(kube: Kube, user: str) -> bool:
     """Create the namespace, or put its labels back; True when this call created it."""
-    ns = rules.user_namespace(user)
-    labels = rules.namespace_labels(user)
+    ns = userspec.user_namespace(user)
+    labels = userspec.namespace_labels(user)
     existing = kube.read_namespace(ns)
     if existing is None:
         if not kube.create_namespace(ns, labels):
@@ -250,7 +250,7 @@ def _ensure_namespace(kube: Kube, user: str) -> bool:
         return True
     if _user_of(existing) != user:
         raise TfhelmError(f"namespace {ns} exists but is not the workspace of user {user} "
-                          f"(no label {rules.USER_LABEL}={user}); remove it or pick another name")
+                          f"(no label {userspec.USER_LABEL}={user}); remove it or pick another name")
     if _terminating(existing):
         raise TfhelmError(f"namespace {ns} is still being deleted; try again once it is gone")
     kube.label_namespace(ns, labels)
@@ -259,13 +259,13 @@ def _ensure_namespace(kube: Kube, user: str) -> bool:
 
 def _ensure_token(kube: Kube, ns: str, user: str) -> bool:
     """Create the login token Secret unless it exists; True when this call created it."""
-    name = rules.token_secret()
+    name = userspec.token_secret()
     if kube.read_secret(ns, name) is not None:
         return False
     return kube.create_secret(ns, {
         "apiVersion": "v1", "kind": "Secret", "type": "Opaque",
-        "metadata": {"name": name, "labels": {rules.USER_LABEL: user, **rules.MANAGED_BY}},
-        "stringData": {rules.TOKEN_KEY: secrets.token_urlsafe(32)}})
+        "metadata": {"name": name, "labels": {userspec.USER_LABEL: user, **userspec.MANAGED_BY}},
+        "stringData": {userspec.TOKEN_KEY: secrets.token_urlsafe(32)}})
 
 
 # The workspace release's kinds that `remove` deletes (by label, tfhelm/releases.py); its
@@ -294,16 +294,16 @@ def remove(user: str, kube: Kube, purge: bool = False, notify: Notify = lambda _
     The namespace, its volumes and its fence (NetworkPolicies, quota, LimitRange) stay unless
     `purge` (which deletes the namespace with everything in it, TF clusters too), so whatever
     still runs there stays isolated. None when the user has no workspace."""
-    ns = rules.user_namespace(user)
+    ns = userspec.user_namespace(user)
     existing = kube.read_namespace(ns)
     if existing is None or _user_of(existing) != user or _terminating(existing):
         return None
     revoked = _revoke(kube, ns)  # first: the user's tokens stop working before anything else goes
-    gone = releases.remove(kube, ns, rules.RELEASE, WORKSPACE_KINDS, keep=FENCE)
+    gone = releases.remove(kube, ns, userspec.RELEASE, WORKSPACE_KINDS, keep=FENCE)
     if gone.found:
-        notify(f"uninstalled release {ns}/{rules.RELEASE} (its objects, by their labels; no hooks run)")
+        notify(f"uninstalled release {ns}/{userspec.RELEASE} (its objects, by their labels; no hooks run)")
     revoked += _revoke(kube, ns)  # what the user made meanwhile
-    name = rules.token_secret()
+    name = userspec.token_secret()
     if kube.delete_secret(ns, name):
         revoked.append(f"Secret {name} (the login token)")
     if revoked:
@@ -337,7 +337,7 @@ def _revoke(kube: Kube, ns: str) -> list[str]:
 
 def still_running(user: str, kube: Kube) -> list[str]:
     """What still runs in a user's namespace: TF clusters by name, other pods counted."""
-    ns = rules.user_namespace(user)
+    ns = userspec.user_namespace(user)
     live = [p for p in kube.pods(ns)
             if (p.get("status") or {}).get("phase") in ("Pending", "Running") and not _gone(p)]
     clusters = sorted({_labels(p).get(CLUSTER_LABEL) for p in live} - {None})
@@ -354,12 +354,12 @@ class Urls:
 
 def urls(user: str, kube: Kube) -> Urls:
     """Where the user's notebook (with its login token), TensorBoard and files answer."""
-    ns = rules.user_namespace(user)
-    name = rules.token_secret()
+    ns = userspec.user_namespace(user)
+    name = userspec.token_secret()
     data = (kube.read_secret(ns, name) or {}).get("data") or {}
-    if rules.TOKEN_KEY not in data:
+    if userspec.TOKEN_KEY not in data:
         raise SpecError("NAME", f"no login token in secret {ns}/{name}", f"add the user with `tfhelm user add {user}`")
-    token = base64.b64decode(data[rules.TOKEN_KEY]).decode()
+    token = base64.b64decode(data[userspec.TOKEN_KEY]).decode()
     notebook, tensorboard = _url(kube, ns, "notebook"), _url(kube, ns, "tensorboard")
     return Urls(notebook=notebook and f"{notebook}?token={token}",
                 tensorboard=tensorboard and (f"{tensorboard}?token={token}"
@@ -369,7 +369,7 @@ def urls(user: str, kube: Kube) -> Urls:
 
 def _behind_login(kube: Kube, ns: str) -> bool:
     """Does TensorBoard run behind its login proxy (`tensorboard.auth.enabled`)?"""
-    name = rules.component_name("tensorboard")
+    name = userspec.component_name("tensorboard")
     d = kube.read_deployment(ns, name)
     return bool(d) and any(c["name"] == "auth" for c in d["spec"]["template"]["spec"]["containers"])
 
@@ -377,7 +377,7 @@ def _behind_login(kube: Kube, ns: str) -> bool:
 def _url(kube: Kube, ns: str, component: str) -> str | None:
     """An Ingress host, else a load balancer, else the node port on the pod's node
     (externalTrafficPolicy: Local), else the in-cluster Service address."""
-    name = rules.component_name(component)
+    name = userspec.component_name(component)
     ingress = (kube.read_ingress(ns, name) or {}).get("spec") or {}
     host = ingress.get("rules") and ingress["rules"][0].get("host")
     if host:
@@ -425,7 +425,7 @@ def list_users(kube: Kube) -> list[UserRow]:
         if _terminating(ns):
             state = "being deleted"
         else:
-            deps = kube.deployments(name, f"app.kubernetes.io/instance={rules.RELEASE}")
+            deps = kube.deployments(name, f"app.kubernetes.io/instance={userspec.RELEASE}")
             ready = sum(not _short(d, "readyReplicas") for d in deps)
             state = ("removed (volumes kept)" if not deps else
                      "ready" if ready == len(deps) else f"starting ({ready}/{len(deps)} ready)")

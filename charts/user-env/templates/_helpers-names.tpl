@@ -1,5 +1,5 @@
 {{- /*
-Every resource name comes from here. tfhelm/workspace/rules.py mirrors these rules (the release
+Every resource name comes from here. tfhelm/workspace/userspec.py mirrors these rules (the release
 `tfhelm user add` installs is `user-env`); tests/chart/test_user_env.py proves both agree.
 The workspace owns its namespace, so names derive from the release, not the user.
 */ -}}

@@ -1,8 +1,9 @@
-"""Users' workspaces: names, namespaces and chart values, without any I/O.
+"""A user's workspace spec: names, namespace, quota and chart values, without any I/O (the
+workspace's twin of tfhelm.cluster.spec; tfhelm.workspace.actions does the I/O).
 
 A user NAME gets the namespace `tfhelm-user-NAME` and, in it, one release `user-env` of
 charts/user-env. The workspace owns its namespace, so resource names derive from the
-release, not the user; they mirror the chart's `charts/tf-cluster-lib/templates/_helpers-names.tpl`, and
+release, not the user; they mirror user-env's `templates/_helpers-names.tpl`, and
 tests/chart/test_user_env.py proves both agree.
 """
 

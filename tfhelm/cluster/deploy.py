@@ -36,25 +36,31 @@ class Release:
 
 @dataclass
 class Plan:
+    """A cluster to install: its values held once (`cluster`), the releases made from them."""
     name: str
     namespace: str
-    values: dict
-    releases: list[Release]  # the PS release first
-    cluster: ClusterValues  # the same values, normalized once (shape, reaper settings)
+    cluster: ClusterValues  # the user's values (what Helm gets), normalized once
+
+    @property
+    def values(self) -> dict:
+        return self.cluster.user
 
     @property
     def shape(self) -> spec.Shape:
         return self.cluster.shape
 
+    @property
+    def releases(self) -> list[Release]:
+        """The workload release, after the PS release when there are PS (it is installed first)."""
+        workload = Release(self.name, {**self.values, "components": "workload"})
+        if not self.shape.ps:
+            return [workload]
+        return [Release(spec.ps_release(self.name), {**self.values, "components": "ps"}), workload]
+
 
 def plan(opts: ClusterOptions) -> Plan:
     """Pure: validated values and the releases that carry them."""
-    normalized = cluster_values(opts)
-    values = normalized.user
-    releases = [Release(opts.name, {**values, "components": "workload"})]
-    if normalized.shape.ps:
-        releases.insert(0, Release(spec.ps_release(opts.name), {**values, "components": "ps"}))
-    return Plan(opts.name, opts.namespace, values, releases, normalized)
+    return Plan(opts.name, opts.namespace, cluster_values(opts))
 
 
 def check_queue(p: Plan, kube: Kube) -> None:
@@ -100,8 +106,7 @@ def ship_code(p: Plan) -> tuple[Plan, dict | None]:
     values, code = code_configmap.split(p.name, p.values)
     if code is None:
         return p, None
-    releases = [Release(r.name, {**r.values, "code": values["code"]}) for r in p.releases]
-    return Plan(p.name, p.namespace, values, releases, p.cluster), code
+    return Plan(p.name, p.namespace, ClusterValues.from_release(values)), code
 
 
 Notify = Callable[[str], None]

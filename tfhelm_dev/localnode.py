@@ -181,6 +181,8 @@ def _release_dead_mount(path: Path) -> None:
     server: every access then fails with "Transport endpoint is not connected". Detach it."""
     try:
         path.stat()
+    except FileNotFoundError:
+        return  # a fresh machine: nothing mounted there yet
     except OSError as e:
         if e.errno != errno.ENOTCONN:
             raise

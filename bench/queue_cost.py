@@ -1,17 +1,25 @@
-"""What a Kueue queue costs a training (docs/queue.md), side by side on the local cluster's
-real training nodes with a real Kueue (tfhelm_dev.localkueue):
+"""What a Kueue queue costs a training, and tfhelm + Kueue beside its peer TFJob + Kueue
+(docs/queue.md), side by side on the local cluster's real training nodes with a real Kueue
+(tfhelm_dev.localkueue, its `batch/job` and `kubeflow.org/tfjob` integrations) and Kubeflow's
+real training-operator (bench/peer.py's Operator):
 
-    python bench/queue_cost.py [--runs 5]
+    python bench/queue_cost.py [--runs 5] [--handoffs 3]
 
-Each run installs the same cluster (2 workers, 1 PS, a chief) with `tfhelm up`, alternately
-without a queue and with `--queue` into an empty ClusterQueue (so Kueue admits at once): what
-is measured is the mechanism's own cost, not a wait. The tasks run `sleep` under the launcher,
-so TensorFlow's start does not blur it. From watches on the namespace's Jobs and pods (times
-as this process receives the events): submit -> the worker Job unsuspended (Kueue's admission)
--> every gated pod's gate removed (the in-cluster controller, whose own pod starts first) ->
-every task's container running. Then a preemption's cost in API calls: the controller's
-patches and evictions are counted from the pods' events. The median with min-max beside it,
-and the load average at each submit. Writes bench/results/queue-cost.{json,md}.
+Admission: each run installs the same cluster (2 workers, 1 PS, a chief), in turn with `tfhelm
+up` without a queue, with `tfhelm up --queue` and as a TFJob with Kueue's queue label (written as
+a TFJob user writes one: the replicas, the image, `sleep`, the same requests), into an empty
+ClusterQueue, so Kueue admits at once: what is measured is the mechanism's own cost, not a wait.
+The tasks run `sleep` (tfhelm's under its launcher), so TensorFlow's start does not blur it.
+From watches on the namespace (times as this process receives the events): submit -> admitted
+(tfhelm's worker Job, the TFJob unsuspended) -> tfhelm's gated pods' gates removed (by the
+in-cluster controller, whose own pod starts first) -> every task's container running.
+
+Handoff: two such clusters over the ClusterQueue's quota, B submitted once A runs; their
+workers and chief `sleep` 30 s. A done (its worker Job Complete, the TFJob Succeeded) -> B
+admitted -> B running, and what B holds while it waits (pods; pods bound to a node).
+
+The median with min-max beside it and the load average at each submit. Writes
+bench/results/queue-cost.{json,md} and the README's table between its markers.
 """
 
 from __future__ import annotations
@@ -22,6 +30,7 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import uuid
@@ -29,66 +38,98 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "bench"))
 
 import yaml  # noqa: E402
 from kubernetes import client, config, watch  # noqa: E402
 
-from tfhelm.contract import QUEUE_GATE as GATE, ROLE_LABEL  # noqa: E402
+import peerlib  # noqa: E402
+from tfhelm.contract import QUEUE_GATE as GATE, QUEUE_LABEL, ROLE_LABEL  # noqa: E402
 from tfhelm_dev import localcluster, localkueue  # noqa: E402
 
 RESULTS = REPO / "bench" / "results"
-SLEEP = '["sleep","3600"]'
-SHAPE = ["--workers", "2", "--ps", "1", "--chief", "--set", "storage.data.enabled=false",
-         "--set", "storage.logs.enabled=false", *(x for role in ("worker", "ps", "chief")
-                                                  for x in ("--set-json", f"{role}.command={SLEEP}"))]
+README_BEGIN, README_END = "<!-- bench:queue -->", "<!-- /bench:queue -->"
+TASKS = ("worker", "ps", "chief")
+WORKERS = 2
+SIDES = {"plain": "`tfhelm up`", "tfhelm": "`tfhelm up --queue`", "tfjob": "TFJob + Kueue"}
+TFJOB_ROLE = "training.kubeflow.org/replica-type"
+# Handoff: each cluster asks the ClusterQueue for more than half of it (tfhelm counts its
+# workers' Job, Kueue a TFJob's every replica: both over the quota with two clusters).
+HANDOFF_CPU = "800m"
+HANDOFF_SLEEP = 30
 
 
 def log(msg: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
 
-class Moments:
-    """When each thing was first seen in a namespace, from two watches (Jobs, pods)."""
+def role_of(pod: dict) -> str | None:
+    labels = pod["metadata"].get("labels") or {}
+    return labels.get(ROLE_LABEL) or (labels.get(TFJOB_ROLE) or "").lower() or None
 
-    def __init__(self, api: client.ApiClient, ns: str):
+
+class Moments:
+    """When each thing was first seen in a namespace, from watches on its pods and on what
+    Kueue admits (tfhelm's Jobs or the TFJobs)."""
+
+    def __init__(self, api: client.ApiClient, ns: str, side: str):
         self.api, self.ns, self.t = api, ns, {}
         self.pods: dict[str, dict] = {}
         self.gate_removals = 0
+        self.bound_early = 0  # pods bound to a node before `admitted`
         self.lock = threading.Lock()
-        self.watches = [watch.Watch(), watch.Watch()]
-        core, batch = client.CoreV1Api(api), client.BatchV1Api(api)
-        for w, lister in zip(self.watches, (core.list_namespaced_pod, batch.list_namespaced_job)):
-            threading.Thread(target=self._follow, args=(w, lister), daemon=True).start()
+        core, batch, custom = client.CoreV1Api(api), client.BatchV1Api(api), client.CustomObjectsApi(api)
+        listers = [(core.list_namespaced_pod, (ns,))]
+        if side == "tfjob":
+            listers.append((custom.list_namespaced_custom_object, ("kubeflow.org", "v1", ns, "tfjobs")))
+        else:
+            listers.append((batch.list_namespaced_job, (ns,)))
+        self.watches = [watch.Watch() for _ in listers]
+        for w, (lister, args) in zip(self.watches, listers):
+            threading.Thread(target=self._follow, args=(w, lister, args), daemon=True).start()
 
-    def _follow(self, w, lister):
-        for ev in w.stream(lister, self.ns, timeout_seconds=600):
+    def _follow(self, w, lister, args):
+        for ev in w.stream(lister, *args, timeout_seconds=900):
             now = time.monotonic()
-            obj = self.api.sanitize_for_serialization(ev["object"])
+            obj = ev["object"] if isinstance(ev["object"], dict) else self.api.sanitize_for_serialization(ev["object"])
             with self.lock:
-                if obj["kind"] == "Job" and (obj["metadata"].get("labels") or {}).get(ROLE_LABEL) == "worker":
-                    if obj["spec"].get("suspend") is False:
-                        self.t.setdefault("admitted", now)
-                elif obj["kind"] == "Pod":
+                if obj["kind"] == "Pod":
                     self._pod(obj, now)
+                elif obj["kind"] == "TFJob":
+                    self._owner(obj, (obj["spec"].get("runPolicy") or {}).get("suspend"), "Succeeded", now)
+                elif (obj["metadata"].get("labels") or {}).get(ROLE_LABEL) == "worker":
+                    self._owner(obj, obj["spec"].get("suspend"), "Complete", now)
+
+    def _owner(self, obj: dict, suspend, done: str, now: float) -> None:
+        if suspend is False:
+            self.t.setdefault("admitted", now)
+        if any(c["type"] == done and c["status"] == "True" for c in (obj.get("status") or {}).get("conditions") or []):
+            self.t.setdefault("done", now)
 
     def _pod(self, pod: dict, now: float) -> None:
-        role = (pod["metadata"].get("labels") or {}).get(ROLE_LABEL)
-        uid = pod["metadata"]["uid"]
+        role, uid = role_of(pod), pod["metadata"]["uid"]
         before = self.pods.get(uid)
         gated = any(g["name"] == GATE for g in pod["spec"].get("schedulingGates") or [])
         if before is not None and before["gated"] and not gated:
             self.gate_removals += 1
+        bound = bool(pod["spec"].get("nodeName"))
+        if bound and not (before or {}).get("bound") and role in TASKS and "admitted" not in self.t:
+            self.bound_early += 1
         self.pods[uid] = {"role": role, "gated": gated, "ever_gated": gated or (before or {}).get("ever_gated", False),
-                          "running": any((cs.get("state") or {}).get("running")
-                                         for cs in (pod.get("status") or {}).get("containerStatuses") or []),
+                          "bound": bound, "running": any((cs.get("state") or {}).get("running")
+                                                         for cs in (pod.get("status") or {}).get("containerStatuses") or []),
                           "deleting": bool(pod["metadata"].get("deletionTimestamp"))}
-        tasks = [p for p in self.pods.values() if p["role"] in ("worker", "ps", "chief") and not p["deleting"]]
-        if len(tasks) == 4 and all(p["running"] for p in tasks):
+        tasks = [p for p in self.pods.values() if p["role"] in TASKS and not p["deleting"]]
+        if len(tasks) == WORKERS + 2 and all(p["running"] for p in tasks):
             self.t.setdefault("running", now)
-        if any(p["ever_gated"] for p in tasks) and not any(p["gated"] for p in tasks) and len(tasks) == 4:
+        if any(p["ever_gated"] for p in tasks) and not any(p["gated"] for p in tasks) and len(tasks) == WORKERS + 2:
             self.t.setdefault("ungated", now)
         if role == "reaper" and self.pods[uid]["running"]:
             self.t.setdefault("controller", now)
+
+    def task_pods(self) -> int:
+        with self.lock:
+            return sum(1 for p in self.pods.values() if p["role"] in TASKS)
 
     def wait(self, key: str, timeout: float = 300) -> float:
         deadline = time.monotonic() + timeout
@@ -103,81 +144,227 @@ class Moments:
             w.stop()
 
 
-def kubectl(*args, stdin=None):
-    return subprocess.run([str(localcluster.bin_dir() / "kubectl"), *args], input=stdin, capture_output=True,
-                          text=True, check=True, env={**os.environ, "KUBECONFIG": str(localcluster.kubeconfig_path())})
+def kubectl(*args, stdin=None, check=True):
+    return subprocess.run([str(localcluster.bin_dir() / "kubectl"), *map(str, args)], input=stdin, capture_output=True,
+                          text=True, check=check, env={**os.environ, "KUBECONFIG": str(localcluster.kubeconfig_path())})
 
 
-def one_run(api, queued: bool) -> dict:
+def tfhelm(*args) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "tfhelm", *map(str, args)], capture_output=True, text=True,
+                          env={**os.environ, "KUBECONFIG": str(localcluster.kubeconfig_path())})
+
+
+def shape(seconds: int, cpu: str | None) -> list[str]:
+    """`tfhelm up` options: 2 workers, 1 PS, a chief; no volumes; workers and chief `sleep`
+    `seconds`, the PS an hour (they never end by themselves; the reaper ends them)."""
+    args = ["--workers", WORKERS, "--ps", 1, "--chief", "--set", "storage.data.enabled=false",
+            "--set", "storage.logs.enabled=false"]
+    for role in TASKS:
+        args += ["--set-json", f'{role}.command=["sleep","{3600 if role == "ps" else seconds}"]']
+    if cpu:
+        args += ["--set", f"worker.resources.requests.cpu={cpu}"]
+    return args
+
+
+def tfjob(name: str, ns: str, seconds: int, cpu: str | None) -> dict:
+    """The same cluster as a TFJob user writes it: tfhelm's image and requests, `sleep`,
+    Kueue's queue label; the PS deleted once the chief succeeds (cleanPodPolicy Running)."""
+    rendered = tfhelm("render", name, "-n", ns, *shape(seconds, cpu))
+    if rendered.returncode:
+        raise RuntimeError(f"tfhelm render: {rendered.stderr.strip()[-400:]}")
+    job = next(d for d in yaml.safe_load_all(rendered.stdout) if d and d["kind"] == "Job"
+               and (d["metadata"].get("labels") or {}).get(ROLE_LABEL) == "worker")
+    c = job["spec"]["template"]["spec"]["containers"][0]
+
+    def replicas(role: str, n: int, restart: str) -> dict:
+        requests = {"cpu": cpu or c["resources"]["requests"]["cpu"], "memory": c["resources"]["requests"]["memory"]} \
+            if role == "Worker" else {"cpu": "100m", "memory": c["resources"]["requests"]["memory"]}
+        return {"replicas": n, "restartPolicy": restart, "template": {"spec": {"containers": [{
+            "name": "tensorflow", "image": c["image"], "imagePullPolicy": c.get("imagePullPolicy", "IfNotPresent"),
+            "command": ["sleep", str(3600 if role == "PS" else seconds)], "resources": {"requests": requests}}]}}}
+    return {"apiVersion": "kubeflow.org/v1", "kind": "TFJob",
+            "metadata": {"name": name, "namespace": ns, "labels": {QUEUE_LABEL: "q"}},
+            "spec": {"runPolicy": {"cleanPodPolicy": "Running"},
+                     "tfReplicaSpecs": {"Chief": replicas("Chief", 1, "OnFailure"), "PS": replicas("PS", 1, "Always"),
+                                        "Worker": replicas("Worker", WORKERS, "OnFailure")}}}
+
+
+def namespace(queued: bool) -> str:
     ns = f"bq-{uuid.uuid4().hex[:6]}"
     kubectl("create", "namespace", ns)
     if queued:
         kubectl("apply", "--server-side", "-f", "-", stdin=yaml.safe_dump(
             {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue", "metadata": {"name": "q", "namespace": ns},
              "spec": {"clusterQueue": localkueue.CLUSTER_QUEUE}}))
-    m = Moments(api, ns)
+    return ns
+
+
+def submit(side: str, name: str, ns: str, seconds: int = 3600, cpu: str | None = None) -> None:
+    if side == "tfjob":
+        kubectl("create", "-f", "-", stdin=yaml.safe_dump(tfjob(name, ns, seconds, cpu)))
+        return
+    r = tfhelm("up", "--name", name, "-n", ns, *shape(seconds, cpu), *(["--queue", "q"] if side == "tfhelm" else []))
+    if r.returncode:
+        raise RuntimeError(f"tfhelm up: {r.stderr.strip()[-400:]}")
+
+
+def remove(side: str, name: str, ns: str) -> None:
+    if side != "tfjob":
+        tfhelm("down", name, "-n", ns)
+    kubectl("delete", "namespace", ns, "--wait=false")
+
+
+def admission(api, side: str) -> dict:
+    ns = namespace(side != "plain")
+    m = Moments(api, ns, side)
     load = os.getloadavg()[0]
     t0 = time.monotonic()
-    subprocess.run([sys.executable, "-m", "tfhelm", "up", "--name", "b", "-n", ns, *SHAPE,
-                    *(["--queue", "q"] if queued else [])], check=True, capture_output=True,
-                   env={**os.environ, "KUBECONFIG": str(localcluster.kubeconfig_path())})
-    row = {"queued": queued, "load": load, "running": m.wait("running") - t0}
-    if queued:
-        row.update(admitted=m.wait("admitted") - t0, controller=m.wait("controller") - t0, ungated=m.wait("ungated") - t0,
-                   patches=m.gate_removals)
+    submit(side, "b", ns)
+    row = {"side": side, "load": load, "running": m.wait("running") - t0}
+    if side != "plain":
+        row["admitted"] = m.wait("admitted") - t0
+    if side == "tfhelm":
+        row.update(controller=m.wait("controller") - t0, ungated=m.wait("ungated") - t0, patches=m.gate_removals)
     m.stop()
-    subprocess.run([sys.executable, "-m", "tfhelm", "down", "b", "-n", ns], capture_output=True,
-                   env={**os.environ, "KUBECONFIG": str(localcluster.kubeconfig_path())})
-    kubectl("delete", "namespace", ns, "--wait=false")
+    remove(side, "b", ns)
     return row
 
 
+def handoff(api, side: str) -> dict:
+    """A runs, B over the quota waits; when A is done, how soon B is admitted and runs."""
+    a_ns, b_ns = namespace(True), namespace(True)
+    a, b = Moments(api, a_ns, side), Moments(api, b_ns, side)
+    try:
+        submit(side, "a", a_ns, HANDOFF_SLEEP, HANDOFF_CPU)
+        a.wait("running")
+        row = {"side": side, "load": os.getloadavg()[0]}
+        submit(side, "b", b_ns, HANDOFF_SLEEP, HANDOFF_CPU)
+        a_done = a.wait("done", 600)
+        row["b_pods_waiting"] = b.task_pods()  # what B made while A held the quota
+        row.update(admitted=b.wait("admitted", 600) - a_done, running=b.wait("running", 600) - a_done,
+                   b_bound_waiting=b.bound_early)
+        b.wait("done", 600)
+        return row
+    finally:
+        a.stop(), b.stop()
+        remove(side, "a", a_ns), remove(side, "b", b_ns)
+
+
 def spread(values: list[float]) -> str:
+    if not values:
+        return "-"
     return f"{statistics.median(values):.2f} s ({min(values):.2f}-{max(values):.2f})"
 
 
 def markdown(res: dict) -> str:
-    plain = [r["running"] for r in res["runs"] if not r["queued"]]
-    queued = [r for r in res["runs"] if r["queued"]]
-    q_running = [r["running"] for r in queued]
-    lines = [f"Queue cost, {res['runs_each']} runs each way, alternating, on {res['machine']} "
-             f"(load average at the submits {min(r['load'] for r in res['runs']):.1f}-{max(r['load'] for r in res['runs']):.1f}); "
-             "2 workers, 1 PS, a chief, tasks that `sleep` under the launcher; median (min-max):", "",
-             "| from `tfhelm up` to | no queue | `--queue` (empty ClusterQueue) |", "| --- | --- | --- |",
-             f"| Kueue admits the worker Job | - | {spread([r['admitted'] for r in queued])} |",
-             f"| the in-cluster controller runs | - | {spread([r['controller'] for r in queued])} |",
-             f"| the PS's and chief's gates are open | - | {spread([r['ungated'] for r in queued])} |",
-             f"| every task running | {spread(plain)} | {spread(q_running)} |",
-             f"| ratio (queued / no queue, medians) | 1 | {statistics.median(q_running) / statistics.median(plain):.2f}× |",
-             "", f"API calls of the controller per admission: {queued[0]['patches']} pod patches (one per gated "
-             "pod); per preemption: one eviction per PS, chief and evaluator pod that runs."]
+    runs, hand = res["runs"], res.get("handoffs", [])
+    by = {side: [r for r in runs if r["side"] == side] for side in SIDES}
+    loads = [r["load"] for r in runs + hand]
+    col = lambda side, key: spread([r[key] for r in by[side] if key in r])  # noqa: E731
+    plain = statistics.median(r["running"] for r in by["plain"])
+    lines = [f"Measured at {res['commit']} on {res['machine']}, Kueue {res['kueue']}, training-operator "
+             f"{res['operator']}; load average at the submits {min(loads):.1f}-{max(loads):.1f}. Median (min-max).", "",
+             f"**Admission**, {res['runs_each']} runs each way, in turn; 2 workers, 1 PS, a chief that `sleep`; "
+             "an empty ClusterQueue:", "",
+             "| from the submit command to | " + " | ".join(SIDES.values()) + " |", "| --- | --- | --- | --- |",
+             f"| Kueue admits (tfhelm's worker Job, the TFJob) | - | {col('tfhelm', 'admitted')} | {col('tfjob', 'admitted')} |",
+             f"| tfhelm's in-cluster controller runs | - | {col('tfhelm', 'controller')} | - |",
+             f"| tfhelm's PS and chief gates open | - | {col('tfhelm', 'ungated')} | - |",
+             "| every task running | " + " | ".join(col(s, "running") for s in SIDES) + " |",
+             "| ratio to `tfhelm up` (medians) | 1 | " + " | ".join(
+                 f"{statistics.median(r['running'] for r in by[s]) / plain:.2f}×" for s in ("tfhelm", "tfjob")) + " |"]
+    if hand:
+        hb = {side: [r for r in hand if r["side"] == side] for side in ("tfhelm", "tfjob")}
+        hcol = lambda side, key: spread([r[key] for r in hb[side]])  # noqa: E731
+        most = lambda side, key: max((r[key] for r in hb[side]), default="-")  # noqa: E731
+        lines += ["", f"**Handoff**, {res['handoffs_each']} runs each way: A and B as above, workers requesting "
+                  f"{HANDOFF_CPU} CPU, over the ClusterQueue's quota together; B submitted once A runs; workers and "
+                  f"chief `sleep` {HANDOFF_SLEEP} s:", "",
+                  "| | `tfhelm up --queue` | TFJob + Kueue |", "| --- | --- | --- |",
+                  f"| A done -> B admitted | {hcol('tfhelm', 'admitted')} | {hcol('tfjob', 'admitted')} |",
+                  f"| A done -> B's every task running | {hcol('tfhelm', 'running')} | {hcol('tfjob', 'running')} |",
+                  f"| B's task pods while it waits (most) | {most('tfhelm', 'b_pods_waiting')} (gated) | "
+                  f"{most('tfjob', 'b_pods_waiting')} |",
+                  f"| of them bound to a node before B is admitted | {most('tfhelm', 'b_bound_waiting')} | "
+                  f"{most('tfjob', 'b_bound_waiting')} |"]
+    patches = next((r["patches"] for r in by["tfhelm"]), "?")
+    lines += ["", f"tfhelm's controller per admission: {patches} pod patches (one per gated pod); per preemption: "
+              "one eviction per PS, chief and evaluator pod that runs."]
     return "\n".join(lines) + "\n"
+
+
+class _OperatorEnv:
+    """What bench/peer.py's Operator needs: a scratch directory, the admin's kubectl, a kubeconfig."""
+
+    def __init__(self, tmp: Path):
+        self.tmp, self.operator_kubeconfig = tmp, localcluster.kubeconfig_path()
+
+    def admin(self, *args, check=True):
+        return kubectl(*args, check=check)
+
+
+def operator(tmp: Path):
+    """The TFJob CRD installed, then Kubeflow's training-operator started (bench/peer.py)."""
+    import peer
+
+    kubectl("apply", "--server-side", "-f", peer.TFJOB_CRD)
+    kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd/tfjobs.kubeflow.org")
+    kubectl("apply", "-f", "-", stdin=yaml.safe_dump(
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": peer.CLIENTS_NS}}))
+    kubectl("delete", "secret", "training-operator-webhook-cert", "-n", peer.CLIENTS_NS, "--ignore-not-found")
+    return peer.Operator(_OperatorEnv(tmp))
+
+
+def version(name: str) -> str:
+    return next(line.split(":=")[1].strip() for line in (REPO / "mk" / "versions.mk").read_text().splitlines()
+                if line.startswith(name))
 
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--runs", type=int, default=5)
+    p.add_argument("--runs", type=int, default=5, help="admission runs each way (default 5)")
+    p.add_argument("--handoffs", type=int, default=3, help="handoff runs each way (default 3; 0: none)")
     a = p.parse_args(argv)
     started = localcluster.status() is None
     localcluster.up()
-    localkueue.start()
-    api = config.new_client_from_config(str(localcluster.kubeconfig_path()))
+    op = None
     try:
-        runs = []
-        for i in range(a.runs):
-            for queued in (False, True) if i % 2 == 0 else (True, False):
-                runs.append(one_run(api, queued))
-                log(json.dumps(runs[-1]))
+        with tempfile.TemporaryDirectory() as tmp:
+            op = operator(Path(tmp))
+            log("starting Kueue with its batch/job and kubeflow.org/tfjob integrations")
+            localkueue.start(frameworks=("batch/job", "kubeflow.org/tfjob"))
+            api = config.new_client_from_config(str(localcluster.kubeconfig_path()))
+            runs, handoffs = [], []
+            for i in range(a.runs):
+                for side in list(SIDES)[i % 3:] + list(SIDES)[:i % 3]:
+                    runs.append(admission(api, side))
+                    log(f"admission {json.dumps(runs[-1])}")
+            for i in range(a.handoffs):
+                for side in ("tfhelm", "tfjob") if i % 2 == 0 else ("tfjob", "tfhelm"):
+                    handoffs.append(handoff(api, side))
+                    log(f"handoff {json.dumps(handoffs[-1])}")
+            op.stop()
+            op = None
         cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
                     if line.startswith("model name")), "?")
-        res = {"runs_each": a.runs, "runs": runs, "machine": f"{os.cpu_count()} cores ({cpu})",
+        res = {"runs_each": a.runs, "runs": runs, "handoffs_each": a.handoffs, "handoffs": handoffs,
+               "machine": f"{os.cpu_count()} cores ({cpu})", "kueue": version("KUEUE_VERSION"),
+               "operator": version("TRAINING_OPERATOR_VERSION"),
                "commit": subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True,
                                         text=True).stdout.strip()}
         RESULTS.mkdir(parents=True, exist_ok=True)
         (RESULTS / "queue-cost.json").write_text(json.dumps(res, indent=1) + "\n")
-        (RESULTS / "queue-cost.md").write_text(markdown(res))
-        print(markdown(res))
+        md = markdown(res)
+        (RESULTS / "queue-cost.md").write_text(md)
+        readme = REPO / "README.md"
+        text = peerlib.replace_between(readme.read_text(), README_BEGIN, README_END, md)
+        if text is not None:
+            readme.write_text(text)
+        print(md)
     finally:
+        if op:
+            op.stop()
+        localkueue.stop()
         if started:
             localcluster.down()
     return 0

@@ -22,5 +22,5 @@ bench-chaos: install testenv node images ## One long training on the real nodes 
 -include mk/peer.mk
 
 .PHONY: bench-queue
-bench-queue: install testenv node images kueue ## What a Kueue queue costs a training: tfhelm up with and without --queue on the real nodes (bench/results/queue-cost.md)
+bench-queue: install testenv node images kueue training-operator ## What a Kueue queue costs, and tfhelm + Kueue beside TFJob + Kueue: admission and handoff on the real nodes (~15 min; bench/results/queue-cost.md)
 	$(PY) bench/queue_cost.py $(QUEUE_ARGS)

@@ -1,9 +1,9 @@
 """Kueue in the local cluster: its manager (cmd/kueue of sigs.k8s.io/kueue, built by `make
 kueue`) as a host process beside the control plane, under its own ServiceAccount and the
 module's ClusterRole, its CRDs installed and its webhooks registered by URL on 127.0.0.1 with a
-CA made here (the API server runs on the host too). Only Kueue's `batch/job` integration runs,
-and its Job webhooks see only Jobs with a queue label, so a cluster whose Kueue is stopped still
-takes every other Job. Then a ResourceFlavor `default-flavor` for the training nodes and a
+CA made here (the API server runs on the host too). Only Kueue's `batch/job` integration runs
+(the queue bench adds `kubeflow.org/tfjob`, its peer), and its webhooks see only objects with a
+queue label, so a cluster whose Kueue is stopped still takes every other Job. Then a ResourceFlavor `default-flavor` for the training nodes and a
 ClusterQueue `training` covering them, less some room per node for what Kueue does not count
 (a queued TF cluster's PS, chief and evaluator, the reapers: docs/queue.md).
 
@@ -41,9 +41,10 @@ WEBHOOK_NAMES = {"MutatingWebhookConfiguration": "kueue-mutating-webhook-configu
 # Fixed ports on 127.0.0.1 (one local cluster per machine), away from the bench's operator.
 PORTS = {"webhook": 27443, "metrics": 27080, "health": 27081}
 FLAVOR, CLUSTER_QUEUE = "default-flavor", "training"
-FRAMEWORKS = ["batch/job"]
-# Webhooks kept: those of the enabled integration and of Kueue's own objects.
-WEBHOOK_RESOURCES = {("batch", "jobs")}
+# The integrations Kueue may run, each with the (group, resource) its webhooks take; only those
+# enabled keep their webhooks (and Kueue's own objects' webhooks always).
+INTEGRATIONS = {"batch/job": ("batch", "jobs"), "kubeflow.org/tfjob": ("kubeflow.org", "tfjobs")}
+FRAMEWORKS = ("batch/job",)
 # Per training node, left out of the ClusterQueue's quota for pods Kueue does not count.
 HEADROOM = {"cpu": Decimal("0.5"), "memory": Decimal(2 * 2**30)}
 METRICS_CERTS = Path("/etc/kueue/metrics/certs")  # fixed in cmd/kueue when it makes no certs itself
@@ -158,19 +159,20 @@ def _crds(docs: list[dict]) -> list[dict]:
     return crds
 
 
-def _webhooks(docs: list[dict]) -> list[dict]:
-    """The module's webhook configurations, only for the enabled integration and Kueue's own
-    objects, each called by URL; the Job ones only for Jobs with a queue label."""
+def _webhooks(docs: list[dict], frameworks) -> list[dict]:
+    """The module's webhook configurations, only for the enabled integrations and Kueue's own
+    objects, each called by URL; an integration's only for objects with a queue label."""
+    resources = {INTEGRATIONS[f] for f in frameworks}
     out = []
     for config in (d for d in docs if d["kind"] in WEBHOOK_NAMES):
         config["metadata"] = {"name": WEBHOOK_NAMES[config["kind"]], "labels": {"app.kubernetes.io/part-of": "tfhelm"}}
         kept = []
         for hook in config["webhooks"]:
             rules = {(g, r) for rule in hook["rules"] for g in rule["apiGroups"] for r in rule["resources"]}
-            if not all(g == "kueue.x-k8s.io" or (g, r) in WEBHOOK_RESOURCES for g, r in rules):
+            if not all(g == "kueue.x-k8s.io" or (g, r) in resources for g, r in rules):
                 continue
             hook["clientConfig"] = {"url": _url(hook["clientConfig"]["service"]["path"]), "caBundle": _ca_bundle()}
-            if rules & WEBHOOK_RESOURCES:
+            if rules & resources:
                 hook["objectSelector"] = {"matchExpressions": [{"key": QUEUE_LABEL, "operator": "Exists"}]}
             hook["timeoutSeconds"] = 10
             kept.append(hook)
@@ -195,7 +197,7 @@ def _rbac(docs: list[dict]) -> list[dict]:
     return [account, *roles, *bindings]
 
 
-def _configuration() -> dict:
+def _configuration(frameworks) -> dict:
     return {
         "apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration",
         "namespace": NAMESPACE,
@@ -205,7 +207,7 @@ def _configuration() -> dict:
         "leaderElection": {"leaderElect": False},
         "internalCertManagement": {"enable": False},
         "manageJobsWithoutQueueName": False,
-        "integrations": {"frameworks": FRAMEWORKS},
+        "integrations": {"frameworks": list(frameworks)},
         "clientConnection": {"qps": 50, "burst": 100},
     }
 
@@ -253,18 +255,23 @@ def queue_objects(quota: dict[str, str]) -> list[dict]:
 
 # ---------------------------------------------------------------- API
 
-def start(timeout: float = 120) -> None:
-    """Install and start Kueue in the running local cluster (idempotent)."""
+def start(timeout: float = 120, frameworks=FRAMEWORKS) -> None:
+    """Install and start Kueue in the running local cluster with these integrations (idempotent;
+    a Kueue running with others is started again). An integration's CRD must be installed first."""
     if localcluster.status() is None:
         raise LocalKueueError("the local cluster is not running (`tfhelm cluster up`)")
+    unknown = set(frameworks) - set(INTEGRATIONS)
+    if unknown:
+        raise LocalKueueError(f"no such Kueue integration here: {', '.join(sorted(unknown))}")
     bins = localcluster.bin_dir()
 
     def kubectl(*args, input=None):
         return localcluster._kubectl(bins, *args, input=input, timeout=120)
-    if running():
+    configuration = yaml.safe_dump(_configuration(frameworks))
+    if running() and _config().read_text() == configuration:
         _ensure_queue(kubectl)
         return
-    stop(cluster=True)  # half-started, or started by an earlier run: start over
+    stop(cluster=True)  # half-started, started by an earlier run or with other integrations: start over
     manager, manifests = binaries()
     for name, port in PORTS.items():
         if not _port_free(port):
@@ -282,7 +289,7 @@ def start(timeout: float = 120) -> None:
     _owner_mark().write_text(str(state_dir()))
     for f in ("tls.crt", "tls.key"):
         shutil.copy(state_dir() / "certs" / f, METRICS_CERTS / f)
-    _config().write_text(yaml.safe_dump(_configuration()))
+    _config().write_text(configuration)
     log = open(state_dir() / "kueue.log", "wb")
     proc = subprocess.Popen([str(manager), f"--config={_config()}", "--feature-gates=VisibilityOnDemand=false"],
                             stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
@@ -296,7 +303,7 @@ def start(timeout: float = 120) -> None:
             stop(cluster=True)
             raise LocalKueueError(f"Kueue did not become ready:\n{tail}")
         time.sleep(0.3)
-    apply(_webhooks(docs))  # once it answers: no Job waits on a webhook that is not there yet
+    apply(_webhooks(docs, frameworks))  # once it answers: no Job waits on a webhook that is not there yet
     try:
         _ensure_queue(kubectl)
     except localcluster.LocalClusterError as e:

@@ -19,9 +19,9 @@ from .conftest import (EXAMPLES, SMALL, TASK_ROLES, check_no_queued_cluster_hold
 # 4 collective workers of 700m: one training fits the ClusterQueue's 3 CPU, two do not.
 WORKERS, CPU, QUOTA = 4, "700m", "3"
 STEPS = ["--", "--steps", "200", "--checkpoint-every", "20"]
-# A trains long enough to be still training when its worker is deleted (B's install and the
-# status checks come first); 200 steps took ~30 s on an idle machine.
-STEPS_A = ["--", "--steps", "1000", "--checkpoint-every", "20"]
+# A trains long enough to be still training when its worker is deleted (only B's install comes
+# first, the status checks after): 1,000 steps took ~50 s on an idle machine, B's install ~3 s.
+STEPS_A = ["--", "--steps", "2000", "--checkpoint-every", "20"]
 
 
 def inline_collective(name: str, queue: str) -> dict:
@@ -51,10 +51,6 @@ def test_a_waiting_cluster_holds_no_node_and_the_running_one_keeps_its_quota(
     run("helm", "install", "b", str(chart_path()), "-n", namespace, "-f", "-", *SMALL,
         stdin=yaml.safe_dump(inline_collective("b", "team")))
     workers_b = job_of(namespace, "b", "worker")
-    status = run("tfhelm", "status", "b", "-n", namespace).stdout
-    assert "queue: Queued: waiting in LocalQueue team" in status, status
-    assert f"waiting for cpu in ClusterQueue {cq}" in status and "of 3 in use" in status and "more needed" in status, status
-    assert " Queued " in run("tfhelm", "list", "-n", namespace).stdout
     assert batch.read_namespaced_job(workers_b, namespace).spec.suspend
 
     # One of A's workers goes: the Job replaces it within A's quota, before B may start.
@@ -78,6 +74,10 @@ def test_a_waiting_cluster_holds_no_node_and_the_running_one_keeps_its_quota(
         raise AssertionError(f"no replacement of index {index} runs: pods {pods}; Job suspend={job.spec.suspend} "
                              f"status={job.status}") from None
     assert not worker_pods(core, namespace, "b"), "B started a pod before A's replacement ran"
+    status = run("tfhelm", "status", "b", "-n", namespace).stdout
+    assert "queue: Queued: waiting in LocalQueue team" in status, status
+    assert f"waiting for cpu in ClusterQueue {cq}" in status and "of 3 in use" in status and "more needed" in status, status
+    assert " Queued " in run("tfhelm", "list", "-n", namespace).stdout
 
     workers_a = job_of(namespace, "a", "worker")
     for cluster, job in (("a", workers_a), ("b", workers_b)):

@@ -77,7 +77,10 @@ def test_a_high_priority_training_preempts_a_low_one_which_resumes_from_its_chec
     assert wait_for(lambda: job_condition(batch, namespace, chief), 900, interval=2,
                     what="the low-priority training to finish") == "Complete", pod_logs(core, namespace, "tfhelm.io/cluster=lo")
     starts = events(metrics(logs, "chief-0"), "start")
-    assert len(starts) == 2 and starts[0]["step"] == 0 and starts[1]["step"] >= 100 and starts[1]["restored"], starts
+    # Started at 0, then (after the preemption; a retried attempt may add a start) only ever from
+    # a checkpoint at step 100 or later: no progress lost to the preemption.
+    assert len(starts) >= 2 and starts[0]["step"] == 0, starts
+    assert all(s["restored"] and s["step"] >= 100 for s in starts[1:]), starts
     assert latest_checkpoint_step(logs / "checkpoints") >= 1500
     # Reaped once done, not before: the PS go and the in-graph worker servers' Job is deleted.
     wait_for(lambda: not apps.list_namespaced_deployment(namespace, label_selector="tfhelm.io/cluster=lo,tfhelm.io/role=ps").items,

@@ -71,7 +71,9 @@ def test_users_over_their_nominal_quota_share_the_cohort(workspaces, core, api_c
         "up --user queues in the workspace's LocalQueue"
     ta_uid = batch.read_namespaced_job(ta, ns_a).metadata.uid
     wait_for(lambda: condition(workload_of(api_client, ns_a, ta_uid), "Admitted"), 300, what="Alice's training admitted")
-    usage = cq_usage(api_client, alice)
+    # Kueue writes the ClusterQueue's usage after the Workload's admission: wait for it.
+    usage = wait_for(lambda: (lambda u: u if u.get("total") not in (None, "0") else None)(cq_usage(api_client, alice)),
+                     60, what="the ClusterQueue's usage")
     assert usage["total"] in ("2400m", "2.4") and usage.get("borrowed") in ("900m", "0.9"), usage
     logs = volume_dir(core, ns_a, "user-env-logs") / "ta"
     wait_for(lambda: events(metrics(logs, "worker-0"), "step"), 600, interval=0.5, what="Alice training")

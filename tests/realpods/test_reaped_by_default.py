@@ -49,14 +49,21 @@ class Timeline:
         return self
 
     def _watch(self, name, lister, selector) -> None:
+        """Each new watch goes on from the last event seen, so no deletion falls between two."""
+        version = None
         while not self.stop.is_set():
             w = watch.Watch()
             try:
-                for ev in w.stream(lister, self.namespace, label_selector=selector, timeout_seconds=30):
+                for ev in w.stream(lister, self.namespace, label_selector=selector, timeout_seconds=30,
+                                   **({"resource_version": version} if version else {})):
+                    version = ev["object"].metadata.resource_version
                     self._note(name, ev["type"], ev["object"])
                     if self.stop.is_set():
                         w.stop()
-            except Exception:  # noqa: BLE001 - a dropped watch: watch again (a missed event is seen again)
+            except client.ApiException as e:  # 410: that version is gone; list (ADDED) and go on
+                version = None if e.status == 410 else version
+                self.stop.wait(1)
+            except Exception:  # noqa: BLE001 - a dropped watch: watch again from the last event
                 self.stop.wait(1)
 
     def _note(self, name: str, kind: str, obj) -> None:

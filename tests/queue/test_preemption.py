@@ -12,6 +12,7 @@ from kubernetes import client
 from tests.cluster.conftest import job_of
 from tests.cluster.test_localcluster import job_condition
 from tests.tf.helpers import events, latest_checkpoint_step, metrics
+from tfhelm import contract
 
 from .conftest import (SMALL, check_no_queued_cluster_holds_a_node, cluster_queue, condition, local_queue, pod_logs,
                        priority_class, run, unique, volume_dir, wait_for, workload_of)
@@ -89,10 +90,12 @@ def test_a_high_priority_training_preempts_a_low_one_which_resumes_from_its_chec
                           if not j.metadata.deletion_timestamp], 180, what="the reaper to delete the in-graph worker Job")
 
     run_events = recorder.snapshot()
-    # The preempted tasks stopped on SIGTERM (exit 143), none was killed after its grace period.
+    # The preempted tasks stopped on SIGTERM (exit 143), none was killed after its grace period
+    # (137); the in-graph chief may see its worker servers go first and exit 75 (retry), as the
+    # contract says a lost peer does.
     codes = terminations(run_events, f"{namespace}/lo")
     stopped = {pod: code for pod, code in codes.items() if code != 0}
-    assert stopped and set(stopped.values()) == {143}, codes
+    assert 143 in stopped.values() and set(stopped.values()) <= {143, contract.task("retryExitCode")}, codes
     reaped = [e for e in core.list_namespaced_event(namespace).items if e.reason == "TFClusterReaped"]
     assert len(reaped) == 1 and "training complete" in reaped[0].message, [e.message for e in reaped]
     seen = check_no_queued_cluster_holds_a_node(run_events, training_cpu)

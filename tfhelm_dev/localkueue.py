@@ -3,9 +3,10 @@ kueue`) as a host process beside the control plane, under its own ServiceAccount
 module's ClusterRole, its CRDs installed and its webhooks registered by URL on 127.0.0.1 with a
 CA made here (the API server runs on the host too). Only Kueue's `batch/job` integration runs
 (the queue bench adds `kubeflow.org/tfjob`, its peer), and its webhooks see only objects with a
-queue label, so a cluster whose Kueue is stopped still takes every other Job. Then a ResourceFlavor `default-flavor` for the training nodes and a
-ClusterQueue `training` covering them, less some room per node for what Kueue does not count
-(a queued TF cluster's PS, chief and evaluator, the reapers: docs/queue.md).
+queue label, so a cluster whose Kueue is stopped still takes every other Job. Then a
+ResourceFlavor `default-flavor` for the training nodes and a ClusterQueue `training` covering
+them, less some room per node for what Kueue does not count (a queued TF cluster's PS, chief
+and evaluator, the reapers: docs/queue.md).
 
     start()   (idempotent; the local cluster must run)     stop()   (leaves nothing)
     running() leftovers()

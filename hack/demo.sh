@@ -37,7 +37,11 @@ workdir=$(kubectl -n "$ns" get "$notebook" -o jsonpath='{.spec.containers[0].arg
 
 say "removing what an earlier run left (its clusters, their logs and checkpoints)"
 for cluster in "$name" "$graph"; do tfhelm down "$cluster" -n "$ns" >/dev/null 2>&1 || true; done
-nb rm -rf "/log/$name" "/log/$graph"
+# TensorBoard may hold the old event files open: the volume (FUSE) then keeps each as a
+# .fuse_hidden file until it is closed, and rmdir says "Directory not empty". What counts is
+# that no file of the old run is left under its own name.
+nb sh -c 'rm -rf "$1" "$2" 2>/dev/null; ! find "$1" "$2" -type f ! -name ".fuse_hidden*" 2>/dev/null | grep -q .' \
+  sh "/log/$name" "/log/$graph"
 
 say "copying the example into $user's notebook ($workdir)"
 for f in examples/ps_between_graph.py examples/ps_in_graph.py examples/tfhelm_example.py; do

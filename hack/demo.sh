@@ -37,6 +37,9 @@ workdir=$(kubectl -n "$ns" get "$notebook" -o jsonpath='{.spec.containers[0].arg
 
 say "removing what an earlier run left (its clusters, their logs and checkpoints)"
 for cluster in "$name" "$graph"; do tfhelm down "$cluster" -n "$ns" >/dev/null 2>&1 || true; done
+# Their servers go only after their grace, and while they stop they still answer on the
+# cluster's names: a new client must not meet them ("Unable to parse request").
+kubectl -n "$ns" wait --for=delete pod -l "tfhelm.io/cluster in ($name,$graph)" --timeout=180s >/dev/null 2>&1 || true
 # TensorBoard may hold the old event files open: the volume (FUSE) then keeps each as a
 # .fuse_hidden file until it is closed, and rmdir says "Directory not empty". What counts is
 # that no file of the old run is left under its own name.

@@ -308,7 +308,12 @@ def operator(tmp: Path):
     import peer
 
     kubectl("apply", "--server-side", "-f", peer.TFJOB_CRD)
-    kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd/tfjobs.kubeflow.org")
+    deadline = time.monotonic() + 60  # (`kubectl wait` fails while the CRD has no status yet)
+    while kubectl("get", "crd/tfjobs.kubeflow.org", "-o", "jsonpath={.status.conditions[?(@.type=='Established')]"
+                  ".status}", check=False).stdout.strip() != "True":
+        if time.monotonic() > deadline:
+            raise RuntimeError("the TFJob CRD is not Established after 60 s")
+        time.sleep(0.2)
     kubectl("apply", "-f", "-", stdin=yaml.safe_dump(
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": peer.CLIENTS_NS}}))
     kubectl("delete", "secret", "training-operator-webhook-cert", "-n", peer.CLIENTS_NS, "--ignore-not-found")

@@ -115,7 +115,8 @@ def train(env: Env, args) -> int:
         while len(results) < chunk and not (preemption and preemption.requested()):
             batch = [coordinator.schedule(train_step, args=(iterator,))
                      for _ in range(min(NOTICE_STEPS, chunk - len(results)))]
-            coordinator.join()
+            if not join_unless_noticed(coordinator):
+                break
             results += batch
         done = int(step.numpy())
         if preemption and preemption.requested():
@@ -138,6 +139,22 @@ def train(env: Env, args) -> int:
     metrics.write("done", step=done, seconds=time.time() - t0)
     log(env, f"trained steps {start}..{done} in {time.time() - t0:.1f}s")
     return 0
+
+
+def join_unless_noticed(coordinator) -> bool:
+    """`coordinator.join()`, unless SIGTERM comes first (False). A preemption stops the worker
+    servers at once, and the steps they held wait for them to come back (TensorFlow waits up to
+    an hour): a plain join() would block until the grace period ends in SIGKILL, never saving.
+    The PS serve on a while after their SIGTERM (the chart's stop delay), so the chief can still
+    read and save the variables."""
+    if preemption is None:
+        coordinator.join()
+        return True
+    while not coordinator.done():  # raises a failed step's error, as join() does
+        if preemption.requested():
+            return False
+        time.sleep(0.05)
+    return True
 
 
 def evaluate(env: Env, args) -> int:

@@ -314,6 +314,23 @@ def test_a_tensorflow_error_a_restart_can_cure_exits_75_to_be_retried(tmp_path):
     assert failing(tmp_path, body, TFHELM_RETRY_ERRORS="AbortedError")[0] == 1
 
 
+def test_a_retried_error_wrapped_by_tensorflows_coordinator_exits_75(tmp_path):
+    """ClusterCoordinator raises a failed step's error wrapped (ClosureInputError keeps it as
+    `original_exception`); `raise ... from` keeps it as `__cause__`: both are retried."""
+    body = ('class UnavailableError(Exception): pass\n'
+            'class ClosureInputError(Exception):\n'
+            '    def __init__(self, e):\n'
+            '        self.original_exception = e\n'
+            '        super().__init__(f"Input has an error, the original exception is {e!r}")\n'
+            'raise ClosureInputError(UnavailableError("Socket closed"))\n')
+    code, _, message = failing(tmp_path, body)
+    assert code == supervise.EXIT_RETRY
+    assert message.startswith("ClosureInputError: Input has an error") and message.endswith("(retried)\n")
+    cause = 'class UnavailableError(Exception): pass\nraise RuntimeError("step failed") from UnavailableError("gone")\n'
+    assert failing(tmp_path, cause)[0] == supervise.EXIT_RETRY
+    assert failing(tmp_path, 'raise RuntimeError("step failed") from ValueError("bad")\n')[0] == 1
+
+
 def test_a_killed_script_exits_137_and_says_so(tmp_path):
     """SIGKILL (the kernel's out-of-memory killer picks the script, the biggest process)."""
     code, _, message = failing(tmp_path, "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)\n")

@@ -1,7 +1,8 @@
 """Save on notice with real TensorFlow: a Keras `model.fit` with the callback the chart ships
 (`tfhelm_preemption.SaveOnPreemption`), run by the chart's launcher as in a pod, is given
 SIGTERM mid-training (a drain, a spot reclaim, a preemption): it saves at the step it reached
-and exits 143; run again, it resumes at that step and trains to the end."""
+and exits 143; run again, it resumes at that step and trains to the end. An in-graph chief
+does the same when the preemption stopped its worker servers first."""
 
 from __future__ import annotations
 
@@ -10,11 +11,12 @@ import re
 import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
-from tests.tf.helpers import TASK_ENV
-from tfhelm.cluster import spec
+from tests.tf.helpers import EXAMPLES, TASK_ENV, Collect, events, latest_checkpoint_step, metrics, topology
+from tfhelm.cluster import localrun, spec
 from tfhelm.cluster.localrun import LAUNCHER
 
 pytestmark = pytest.mark.needs_tf
@@ -85,3 +87,41 @@ def test_a_keras_fit_saves_on_sigterm_and_its_restart_resumes_there(tmp_path):
     # Keras goes on by whole epochs: the rest of the saved one is trained again, not skipped.
     rest = (EPOCHS - saved // STEPS_PER_EPOCH) * STEPS_PER_EPOCH
     assert f"done at step {saved + rest}" in out, out
+
+
+def test_an_in_graph_chief_whose_worker_servers_stopped_first_saves_and_leaves(tmp_path):
+    """Kueue's preemption stops the in-graph worker servers at once (their pods go with no delay)
+    and the chief beside them. The steps the chief scheduled then wait for servers that will not
+    come back (TensorFlow waits up to an hour); the chief must still save where it got to (the PS
+    serve on after SIGTERM) and exit 143, not block until the grace period ends in SIGKILL."""
+    values = {"worker": {"replicas": 2}, "ps": {"replicas": 1}, "chief": {"enabled": True}, "mode": "in-graph",
+              "code": {"args": ["--steps", "100000", "--checkpoint-every", "50"]}}
+    tasks, args = topology(values)
+    dirs, sink = localrun.RunDirs(tmp_path), Collect()
+    cluster = localrun.LoopbackCluster(tasks, str(EXAMPLES / "ps_in_graph.py"), args, dirs, sink=sink,
+                                       base_env=TASK_ENV)
+    cluster.start()
+    try:
+        chief = cluster.procs["chief-0"]
+        until(lambda: (latest_checkpoint_step(dirs.checkpoints) or 0) >= 50, chief, "the first checkpoint")
+        for name in ("worker-0", "worker-1"):
+            cluster.signal_task(name, signal.SIGTERM)
+        until(lambda: "failed with UnavailableError" in sink.text("chief-0"), chief,
+              "the chief to see a worker server go")
+        cluster.signal_task("chief-0", signal.SIGTERM)
+        code = chief.wait(300)  # a guard against the hang, not a speed bound
+    finally:
+        cluster.close()
+    assert code == 128 + signal.SIGTERM, sink.text("chief-0")
+    saved = events(metrics(dirs.log, "chief-0"), "preempted")
+    assert len(saved) == 1 and saved[0]["step"] >= 50, saved
+    assert latest_checkpoint_step(dirs.checkpoints) == saved[0]["step"]
+
+
+def until(condition, chief: subprocess.Popen, what: str, timeout: float = 300) -> None:
+    """Wait for `condition` while the chief runs (if it ended, its log says why)."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert chief.poll() is None, f"the chief exited {chief.returncode} while waiting for {what}"
+        assert time.monotonic() < deadline, f"waited {timeout:g}s for {what}"
+        time.sleep(0.2)

@@ -93,20 +93,31 @@ def _forget_shipped_modules() -> None:
 
 def failure_exit(exc: BaseException, environ=None) -> int:
     """The exit status for a script that raised `exc`, its one-line reason written for
-    Kubernetes: EXIT_RETRY for an error a restart can cure (named in the environment's
-    retryErrors, else the contract's: a peer went away), else 1, as Python exits (the task
+    Kubernetes: EXIT_RETRY for an error a restart can cure (named, or wrapping one named, in
+    the environment's retryErrors, else the contract's: a peer went away), else 1, as Python exits (the task
     fails at once)."""
     env = os.environ if environ is None else environ
     line = error_line(exc)
     given = env.get(RETRY_ERRORS)
     names = ({n.strip() for n in given.split(",") if n.strip()} if given is not None
              else set(contract.task("retryErrors")))
-    if any(cls.__name__ in names for cls in type(exc).__mro__):
+    if any(cls.__name__ in names for error in wrapped(exc) for cls in type(error).__mro__):
         log(f"{type(exc).__name__} is retried (failurePolicy.retryErrors): exit {EXIT_RETRY}")
         termination_message(f"{line} (retried)", env)
         return EXIT_RETRY
     termination_message(line, env)
     return 1
+
+
+def wrapped(exc: BaseException) -> list[BaseException]:
+    """`exc` and the errors it wraps: TensorFlow's ClusterCoordinator raises a step's error
+    (a worker server gone) wrapped in ClosureInputError or ClosureAbortedError
+    (`original_exception`); `raise ... from` keeps it as `__cause__`."""
+    chain: list[BaseException] = []
+    while exc is not None and exc not in chain:
+        chain.append(exc)
+        exc = getattr(exc, "original_exception", None) or exc.__cause__
+    return chain
 
 
 def error_line(exc: BaseException) -> str:

@@ -57,12 +57,18 @@ def failure_exit(exc: BaseException, environ=None) -> int:
     given = env.get(RETRY_ERRORS)
     names = ({n.strip() for n in given.split(",") if n.strip()} if given is not None
              else set(contract.task("retryErrors")))
-    if any(cls.__name__ in names for cls in type(exc).__mro__):
+    if any(cls.__name__ in names for error in wrapped(exc) for cls in type(error).__mro__):
         log(f"{type(exc).__name__} is retried (failurePolicy.retryErrors): exit {EXIT_RETRY}")
         termination_message(f"{line} (retried)", env)
         return EXIT_RETRY
     termination_message(line, env)
     return 1
+def wrapped(exc: BaseException) -> list[BaseException]:
+    chain: list[BaseException] = []
+    while exc is not None and exc not in chain:
+        chain.append(exc)
+        exc = getattr(exc, "original_exception", None) or exc.__cause__
+    return chain
 def error_line(exc: BaseException) -> str:
     lines = [ln.strip() for ln in str(exc).splitlines()
              if ln.strip() and not ln[:1].isspace() and not ln.startswith("Detected at node")]

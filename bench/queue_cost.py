@@ -3,7 +3,7 @@
 (tfhelm_dev.localkueue, its `batch/job` and `kubeflow.org/tfjob` integrations) and Kubeflow's
 real training-operator (bench/peer.py's Operator):
 
-    python bench/queue_cost.py [--runs 5] [--handoffs 3]
+    python bench/queue_cost.py [--runs 5] [--handoffs 3] [--preemptions 3]
 
 Admission: each run installs the same cluster (2 workers, 1 PS, a chief), in turn with `tfhelm
 up` without a queue, with `tfhelm up --queue` and as a TFJob with Kueue's queue label (written as
@@ -17,6 +17,13 @@ in-cluster controller, whose own pod starts first) -> every task's container run
 Handoff: two such clusters over the ClusterQueue's quota, B submitted once A runs; their
 workers and chief `sleep` 30 s. A done (its worker Job Complete, the TFJob Succeeded) -> B
 admitted -> B running, and what B holds while it waits (pods; pods bound to a node).
+
+Preemption: L (WorkloadPriorityClass bench-low) runs; H (bench-high), the same shape, over the
+quota with L, is submitted: H submitted -> L's Workload evicted (its Job or TFJob suspended) ->
+no task of L running -> H's every task running; then H's workers and chief end (`sleep` 30 s)
+and L is readmitted: H done -> L's every task running again. The TFJob's tasks run `sleep` under
+a shell that exits on SIGTERM (`sleep` as PID 1 would ignore it and wait out the 30 s grace);
+tfhelm's launcher passes SIGTERM on to its `sleep`.
 
 The median with min-max beside it and the load average at each submit. Writes
 bench/results/queue-cost.{json,md} and the README's table between its markers.
@@ -44,7 +51,7 @@ import yaml  # noqa: E402
 from kubernetes import client, config, watch  # noqa: E402
 
 import peerlib  # noqa: E402
-from tfhelm.contract import QUEUE_GATE as GATE, QUEUE_LABEL, ROLE_LABEL  # noqa: E402
+from tfhelm.contract import PRIORITY_LABEL, QUEUE_GATE as GATE, QUEUE_LABEL, ROLE_LABEL  # noqa: E402
 from tfhelm_dev import localcluster, localkueue  # noqa: E402
 
 RESULTS = REPO / "bench" / "results"
@@ -57,6 +64,7 @@ TFJOB_ROLE = "training.kubeflow.org/replica-type"
 # workers' Job, Kueue a TFJob's every replica: both over the quota with two clusters).
 HANDOFF_CPU = "800m"
 HANDOFF_SLEEP = 30
+PRIORITIES = {"bench-low": 100, "bench-high": 1000}  # Kueue WorkloadPriorityClasses
 
 
 def log(msg: str) -> None:
@@ -94,7 +102,7 @@ class Moments:
             obj = ev["object"] if isinstance(ev["object"], dict) else self.api.sanitize_for_serialization(ev["object"])
             with self.lock:
                 if obj["kind"] == "Pod":
-                    self._pod(obj, now)
+                    self._pod(obj, now, gone=ev["type"] == "DELETED")
                 elif obj["kind"] == "TFJob":
                     self._owner(obj, (obj["spec"].get("runPolicy") or {}).get("suspend"), "Succeeded", now)
                 elif (obj["metadata"].get("labels") or {}).get(ROLE_LABEL) == "worker":
@@ -103,10 +111,13 @@ class Moments:
     def _owner(self, obj: dict, suspend, done: str, now: float) -> None:
         if suspend is False:
             self.t.setdefault("admitted", now)
+        elif suspend and "admitted" in self.t:  # Kueue evicted it (a preemption)
+            self.t.setdefault("suspended", now)
+            self._check_stopped(now)  # its pods' events may have come first
         if any(c["type"] == done and c["status"] == "True" for c in (obj.get("status") or {}).get("conditions") or []):
             self.t.setdefault("done", now)
 
-    def _pod(self, pod: dict, now: float) -> None:
+    def _pod(self, pod: dict, now: float, gone: bool = False) -> None:
         role, uid = role_of(pod), pod["metadata"]["uid"]
         before = self.pods.get(uid)
         gated = any(g["name"] == GATE for g in pod["spec"].get("schedulingGates") or [])
@@ -118,14 +129,22 @@ class Moments:
         self.pods[uid] = {"role": role, "gated": gated, "ever_gated": gated or (before or {}).get("ever_gated", False),
                           "bound": bound, "running": any((cs.get("state") or {}).get("running")
                                                          for cs in (pod.get("status") or {}).get("containerStatuses") or []),
-                          "deleting": bool(pod["metadata"].get("deletionTimestamp"))}
+                          "deleting": bool(pod["metadata"].get("deletionTimestamp")), "gone": gone}
         tasks = [p for p in self.pods.values() if p["role"] in TASKS and not p["deleting"]]
         if len(tasks) == WORKERS + 2 and all(p["running"] for p in tasks):
             self.t.setdefault("running", now)
+            if "stopped" in self.t:
+                self.t.setdefault("rerunning", now)
+        self._check_stopped(now)
         if any(p["ever_gated"] for p in tasks) and not any(p["gated"] for p in tasks) and len(tasks) == WORKERS + 2:
             self.t.setdefault("ungated", now)
         if role == "reaper" and self.pods[uid]["running"]:
             self.t.setdefault("controller", now)
+
+    def _check_stopped(self, now: float) -> None:
+        if "suspended" in self.t and not any(p["running"] and not p["gone"] for p in self.pods.values()
+                                             if p["role"] in TASKS):
+            self.t.setdefault("stopped", now)
 
     def task_pods(self) -> int:
         with self.lock:
@@ -166,9 +185,10 @@ def shape(seconds: int, cpu: str | None) -> list[str]:
     return args
 
 
-def tfjob(name: str, ns: str, seconds: int, cpu: str | None) -> dict:
-    """The same cluster as a TFJob user writes it: tfhelm's image and requests, `sleep`,
-    Kueue's queue label; the PS deleted once the chief succeeds (cleanPodPolicy Running)."""
+def tfjob(name: str, ns: str, seconds: int, cpu: str | None, priority: str | None = None) -> dict:
+    """The same cluster as a TFJob user writes it: tfhelm's image and requests, `sleep` (under a
+    shell that ends on SIGTERM, as a training script would), Kueue's queue and priority labels;
+    the PS deleted once the chief succeeds (cleanPodPolicy Running)."""
     rendered = tfhelm("render", name, "-n", ns, *shape(seconds, cpu))
     if rendered.returncode:
         raise RuntimeError(f"tfhelm render: {rendered.stderr.strip()[-400:]}")
@@ -181,9 +201,11 @@ def tfjob(name: str, ns: str, seconds: int, cpu: str | None) -> dict:
             if role == "Worker" else {"cpu": "100m", "memory": c["resources"]["requests"]["memory"]}
         return {"replicas": n, "restartPolicy": restart, "template": {"spec": {"containers": [{
             "name": "tensorflow", "image": c["image"], "imagePullPolicy": c.get("imagePullPolicy", "IfNotPresent"),
-            "command": ["sleep", str(3600 if role == "PS" else seconds)], "resources": {"requests": requests}}]}}}
+            "command": ["sh", "-c", f"trap 'exit 143' TERM; sleep {3600 if role == 'PS' else seconds} & wait"],
+            "resources": {"requests": requests}}]}}}
+    labels = {QUEUE_LABEL: "q", **({PRIORITY_LABEL: priority} if priority else {})}
     return {"apiVersion": "kubeflow.org/v1", "kind": "TFJob",
-            "metadata": {"name": name, "namespace": ns, "labels": {QUEUE_LABEL: "q"}},
+            "metadata": {"name": name, "namespace": ns, "labels": labels},
             "spec": {"runPolicy": {"cleanPodPolicy": "Running"},
                      "tfReplicaSpecs": {"Chief": replicas("Chief", 1, "OnFailure"), "PS": replicas("PS", 1, "Always"),
                                         "Worker": replicas("Worker", WORKERS, "OnFailure")}}}
@@ -199,15 +221,17 @@ def namespace(queued: bool) -> str:
     return ns
 
 
-def submitter(side: str, name: str, ns: str, seconds: int = 3600, cpu: str | None = None):
+def submitter(side: str, name: str, ns: str, seconds: int = 3600, cpu: str | None = None,
+              priority: str | None = None):
     """The user's submit command, ready to run: the TFJob's manifest is written beforehand, as its
     user has it in a file (so the times do not count the render that makes it here)."""
     if side == "tfjob":
-        manifest = yaml.safe_dump(tfjob(name, ns, seconds, cpu))
+        manifest = yaml.safe_dump(tfjob(name, ns, seconds, cpu, priority))
         return lambda: kubectl("create", "-f", "-", stdin=manifest)
 
     def up():
-        r = tfhelm("up", "--name", name, "-n", ns, *shape(seconds, cpu), *(["--queue", "q"] if side == "tfhelm" else []))
+        r = tfhelm("up", "--name", name, "-n", ns, *shape(seconds, cpu), *(["--queue", "q"] if side == "tfhelm" else []),
+                   *(["--priority", priority] if priority else []))
         if r.returncode:
             raise RuntimeError(f"tfhelm up: {r.stderr.strip()[-400:]}")
     return up
@@ -257,6 +281,28 @@ def handoff(api, side: str) -> dict:
         remove(side, "a", a_ns), remove(side, "b", b_ns)
 
 
+def preemption(api, side: str) -> dict:
+    """L runs; H, of a higher priority, over the quota with L, preempts it; once H is done, L
+    runs again."""
+    l_ns, h_ns = namespace(True), namespace(True)
+    low, high = Moments(api, l_ns, side), Moments(api, h_ns, side)
+    try:
+        submit_h = submitter(side, "h", h_ns, HANDOFF_SLEEP, HANDOFF_CPU, "bench-high")
+        submitter(side, "l", l_ns, 3600, HANDOFF_CPU, "bench-low")()
+        low.wait("running")
+        row = {"side": side, "load": os.getloadavg()[0]}
+        t0 = time.monotonic()
+        submit_h()
+        row.update(evicted=low.wait("suspended", 600) - t0, stopped=low.wait("stopped", 600) - t0,
+                   running=high.wait("running", 600) - t0)
+        h_done = high.wait("done", 600)
+        row["l_rerunning"] = low.wait("rerunning", 600) - h_done
+        return row
+    finally:
+        low.stop(), high.stop()
+        remove(side, "l", l_ns), remove(side, "h", h_ns)
+
+
 def spread(values: list[float]) -> str:
     if not values:
         return "-"
@@ -266,7 +312,7 @@ def spread(values: list[float]) -> str:
 def markdown(res: dict) -> str:
     runs, hand = res["runs"], res.get("handoffs", [])
     by = {side: [r for r in runs if r["side"] == side] for side in SIDES}
-    loads = [r["load"] for r in runs + hand]
+    loads = [r["load"] for r in runs + hand + res.get("preemptions", [])]
     col = lambda side, key: spread([r[key] for r in by[side] if key in r])  # noqa: E731
     plain = statistics.median(r["running"] for r in by["plain"])
     lines = [f"Measured at {res['commit']} on {res['machine']}, Kueue {res['kueue']}, training-operator "
@@ -294,6 +340,19 @@ def markdown(res: dict) -> str:
                   f"{most('tfjob', 'b_pods_waiting')} |",
                   f"| of them bound to a node before B is admitted | {most('tfhelm', 'b_bound_waiting')} | "
                   f"{most('tfjob', 'b_bound_waiting')} |"]
+    pre = res.get("preemptions", [])
+    if pre:
+        pb = {side: [r for r in pre if r["side"] == side] for side in ("tfhelm", "tfjob")}
+        pcol = lambda side, key: spread([r[key] for r in pb[side]])  # noqa: E731
+        lines += ["", f"**Preemption**, {res['preemptions_each']} runs each way: L (priority bench-low) runs; H "
+                  "(bench-high), the same shape, over the quota with L, is submitted; H's workers and chief `sleep` "
+                  f"{HANDOFF_SLEEP} s (the TFJob's under a shell that exits on SIGTERM):", "",
+                  "| | `tfhelm up --queue --priority` | TFJob + Kueue |", "| --- | --- | --- |",
+                  f"| H submitted -> L evicted (suspended) | {pcol('tfhelm', 'evicted')} | {pcol('tfjob', 'evicted')} |",
+                  f"| H submitted -> no task of L running | {pcol('tfhelm', 'stopped')} | {pcol('tfjob', 'stopped')} |",
+                  f"| H submitted -> H's every task running | {pcol('tfhelm', 'running')} | {pcol('tfjob', 'running')} |",
+                  f"| H done -> L's every task running again | {pcol('tfhelm', 'l_rerunning')} | "
+                  f"{pcol('tfjob', 'l_rerunning')} |"]
     patches = next((r["patches"] for r in by["tfhelm"]), "?")
     lines += ["", f"tfhelm's controller per admission: {patches} pod patches (one per gated pod); per preemption: "
               "one eviction per PS, chief and evaluator pod that runs."]
@@ -336,6 +395,7 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--runs", type=int, default=5, help="admission runs each way (default 5)")
     p.add_argument("--handoffs", type=int, default=3, help="handoff runs each way (default 3; 0: none)")
+    p.add_argument("--preemptions", type=int, default=3, help="preemption runs each way (default 3; 0: none)")
     a = p.parse_args(argv)
     started = localcluster.status() is None
     localcluster.up()
@@ -346,7 +406,10 @@ def main(argv=None) -> int:
             log("starting Kueue with its batch/job and kubeflow.org/tfjob integrations")
             localkueue.start(frameworks=("batch/job", "kubeflow.org/tfjob"))
             api = config.new_client_from_config(str(localcluster.kubeconfig_path()))
-            runs, handoffs = [], []
+            kubectl("apply", "--server-side", "-f", "-", stdin=yaml.safe_dump_all(
+                [{"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "WorkloadPriorityClass", "metadata": {"name": n},
+                  "value": v} for n, v in PRIORITIES.items()]))
+            runs, handoffs, preemptions = [], [], []
             for i in range(a.runs):
                 for side in list(SIDES)[i % 3:] + list(SIDES)[:i % 3]:
                     runs.append(admission(api, side))
@@ -355,11 +418,16 @@ def main(argv=None) -> int:
                 for side in ("tfhelm", "tfjob") if i % 2 == 0 else ("tfjob", "tfhelm"):
                     handoffs.append(handoff(api, side))
                     log(f"handoff {json.dumps(handoffs[-1])}")
+            for i in range(a.preemptions):
+                for side in ("tfhelm", "tfjob") if i % 2 == 0 else ("tfjob", "tfhelm"):
+                    preemptions.append(preemption(api, side))
+                    log(f"preemption {json.dumps(preemptions[-1])}")
             op.stop()
             op = None
         cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
                     if line.startswith("model name")), "?")
         res = {"runs_each": a.runs, "runs": runs, "handoffs_each": a.handoffs, "handoffs": handoffs,
+               "preemptions_each": a.preemptions, "preemptions": preemptions,
                "machine": f"{os.cpu_count()} cores ({cpu})", "kueue": version("KUEUE_VERSION"),
                "operator": version("TRAINING_OPERATOR_VERSION"),
                "commit": subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True,

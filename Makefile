@@ -25,12 +25,13 @@ help: ## Show the targets
 install: $(VENV)/.installed helm ## Python venv with tfhelm (editable) and helm
 install-venv: $(VENV)/.installed
 
-$(VENV)/.installed: pyproject.toml tfhelm_dev/__init__.py
+$(VENV)/.installed: pyproject.toml tfhelm_dev/__init__.py hack/install-dev.py
 	python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[test]'
-	# The development cluster (tfhelm_dev/) is not in the wheel: the checkout itself goes on the path.
-	echo '$(CURDIR)' > "$$($(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/tfhelm-dev.pth"
+	# The development cluster (tfhelm_dev/) is not in the wheel: the checkout goes on the path,
+	# and its `tfhelm cluster` commands are registered with tfhelm.
+	$(PY) hack/install-dev.py
 	# Byte-compiled as pip does for an installed wheel (an editable install is not), so every
 	# command starts as fast as a user's, PYTHONDONTWRITEBYTECODE or not.
 	$(PY) -m compileall -q tfhelm

@@ -10,7 +10,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from tfhelm.commands import cluster, down, listing, logs, reap, render, run, status, tfconfig, up, user
+from tfhelm.commands import down, listing, logs, reap, render, run, status, tfconfig, up, user
 from tfhelm.console import OneLineErrors, out
 
 app = typer.Typer(help="Distributed TensorFlow on Kubernetes from a few parameters. Exit codes: "
@@ -56,7 +56,6 @@ app.command("render")(render.render)
 app.command("tfconfig")(tfconfig.tfconfig)
 app.add_typer(user.app, name="user")
 app.command("reap")(reap.reap)
-app.add_typer(cluster.app, name="cluster")
 app.command("run")(run.run)
 app.command("list")(listing.list_)
 app.command("logs")(logs.logs)

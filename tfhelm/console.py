@@ -17,7 +17,7 @@ from typer._click import exceptions as click_exc  # typer's vendored click
 from typer.core import TyperGroup
 
 from tfhelm.apierrors import user_facing
-from tfhelm.errors import BAD_INPUT, exit_code, one_line
+from tfhelm.errors import BAD_INPUT, UsageError, exit_code, one_line
 
 out = Console()  # results (manifests, JSON, export lines) go to stdout, so they can be piped
 err = Console(stderr=True)  # progress, notes and errors
@@ -80,9 +80,24 @@ def cli_errors(fn):
     return wrapper
 
 
+PLUGINS = "tfhelm.commands"  # the entry-point group of command groups other packages add
+
+
 class OneLineErrors(TyperGroup):
     """The root command: Typer's own usage errors (a bad option value, an unknown option)
-    become one line too, instead of a usage box."""
+    become one line too, instead of a usage box. It also has the command groups other installed
+    packages register (entry points `tfhelm.commands`: a checkout's `make install` adds
+    `tfhelm cluster`), looked up only when a name is not tfhelm's own or the commands are
+    listed, so no other command pays for the search."""
+
+    def get_command(self, ctx, cmd_name):
+        found = super().get_command(ctx, cmd_name) or _plugins().get(cmd_name)
+        if isinstance(found, UsageError):
+            raise found
+        return found
+
+    def list_commands(self, ctx):
+        return [*super().list_commands(ctx), *(n for n, c in _plugins().items() if not isinstance(c, UsageError))]
 
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
         if not standalone_mode:
@@ -105,3 +120,19 @@ class OneLineErrors(TyperGroup):
         except Exception as e:  # noqa: BLE001 - the edge
             code = _report(e)
         sys.exit(code if isinstance(code, int) else 0)
+
+
+@functools.cache
+def _plugins() -> dict:
+    from importlib.metadata import entry_points
+
+    found = {}
+    for ep in entry_points(group=PLUGINS):
+        try:
+            found[ep.name] = command = typer.main.get_command(ep.load())
+        except Exception as e:  # noqa: BLE001 - a broken package takes no other command down
+            found[ep.name] = UsageError(f"`tfhelm {ep.name}` comes from {ep.value}, which does not load: "
+                                        f"{type(e).__name__}: {e}")
+            continue
+        command.name = ep.name  # a Typer app made into a command has none
+    return found

@@ -1,6 +1,7 @@
 """The CLI's offline commands (render, dry-run, tfconfig) and its handling of bad input."""
 
 import json
+import re
 
 import pytest
 import yaml
@@ -149,3 +150,36 @@ def test_up_without_a_cluster_says_how_to_start_one():
     result = runner.invoke(app, ["up", "--workers", "1", "--name", "m"])
     assert result.exit_code == 3
     assert "no reachable Kubernetes cluster" in result.stderr and "tfhelm cluster up" in result.stderr
+
+
+def test_a_checkout_has_the_development_cluster_command():
+    """`make install` registers `tfhelm cluster` (tfhelm_dev, entry point `tfhelm.commands`):
+    listed and run like tfhelm's own; a name nobody registered is still a usage error."""
+    listed = runner.invoke(app, ["--help"])
+    assert listed.exit_code == 0 and re.search(r"^\W*cluster\s", listed.stdout, re.M), listed.output
+    assert "The local Kubernetes" in runner.invoke(app, ["cluster", "--help"]).stdout
+    unknown = runner.invoke(app, ["clusters", "status"])
+    assert unknown.exit_code == 2 and "No such command 'clusters'" in unknown.stderr, unknown.output
+
+
+def test_a_command_group_that_does_not_load_takes_no_other_command_down(monkeypatch):
+    """A package registered a group whose code is gone: naming it says so in one line (exit 2);
+    `--help` and every other command work as before."""
+    import importlib.metadata
+
+    from tfhelm import console
+
+    broken = importlib.metadata.EntryPoint("broken", "no_such_module_here:app", console.PLUGINS)
+    monkeypatch.setattr(importlib.metadata, "entry_points", lambda group: [broken] if group == console.PLUGINS else [])
+    console._plugins.cache_clear()
+    try:
+        result = runner.invoke(app, ["broken", "status"])
+        assert result.exit_code == 2, result.output
+        assert "`tfhelm broken` comes from no_such_module_here:app, which does not load: ModuleNotFoundError" \
+            in result.stderr
+        listed = runner.invoke(app, ["--help"])
+        assert listed.exit_code == 0 and "broken" not in listed.stdout
+        assert not re.search(r"^\W*cluster\s", listed.stdout, re.M)  # nor the checkout's, found the same way
+        assert runner.invoke(app, ["up", "--workers", "1", "--name", "demo", "--dry-run"]).exit_code == 0
+    finally:
+        console._plugins.cache_clear()

@@ -4,6 +4,7 @@ outside it, run from another directory with nothing but Helm on PATH."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -23,7 +24,8 @@ REPO = Path(__file__).resolve().parents[2]
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory) -> Path:
     """A venv holding only the built wheel; its dependencies come from the test venv
-    through a .pth line (no download), which adds no tfhelm of its own."""
+    through a .pth line (no download), to a folder of links to all of them but tfhelm's own
+    (the checkout's editable tfhelm, its development package)."""
     tmp = tmp_path_factory.mktemp("wheel")
     src = tmp / "src"  # build from a copy: the repository gets no build/ or egg-info
     src.mkdir()
@@ -41,7 +43,12 @@ def installed(tmp_path_factory) -> Path:
                     "-q", "--no-deps", str(wheel)], check=True, capture_output=True)
     site = subprocess.run([venv / "bin" / "python", "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
                           check=True, capture_output=True, text=True).stdout.strip()
-    Path(site, "test-deps.pth").write_text(sysconfig.get_path("purelib") + "\n")
+    deps = tmp / "deps"
+    deps.mkdir()
+    for entry in Path(sysconfig.get_path("purelib")).iterdir():
+        if not entry.name.startswith(("tfhelm", "__editable__")):
+            (deps / entry.name).symlink_to(entry)
+    Path(site, "test-deps.pth").write_text(f"{deps}\n")
     return venv
 
 
@@ -104,14 +111,16 @@ def test_installed_cli_renders_a_cluster_from_another_directory(installed, tmp_p
 
 
 def test_the_development_cluster_stays_out_of_the_wheel(installed, tmp_path):
-    """tfhelm_dev (the local cluster) works only in a checkout: the wheel leaves it out, and
-    `tfhelm cluster` says where it runs instead of failing on an import."""
+    """tfhelm_dev (the local cluster) works only in a checkout: the wheel leaves it out, and with
+    it `tfhelm cluster` (a checkout's `make install` registers it)."""
     wheel = next((installed.parent / "dist").glob("tfhelm-*.whl"))
     with zipfile.ZipFile(wheel) as z:
         dev = {"localcluster.py", "localnode.py", "localnet.py", "localimages.py"}
         assert not [n for n in z.namelist() if n.startswith("tfhelm_dev/") or n.rsplit("/", 1)[-1] in dev]
     res = run(installed, "cluster", "status", path="/usr/bin:/bin", cwd=tmp_path)
-    assert res.returncode == 2 and "runs from a tfhelm checkout" in res.stderr, res.stderr
+    assert res.returncode == 2 and "No such command 'cluster'" in res.stderr, res.stderr
+    listed = run(installed, "--help", path="/usr/bin:/bin", cwd=tmp_path).stdout
+    assert re.search(r"^\W*up\s", listed, re.M) and not re.search(r"^\W*cluster\s", listed, re.M), listed
 
 
 def test_installed_version_and_python_dash_m(installed, tmp_path):

@@ -78,13 +78,51 @@ def test_imports_go_one_way_without_cycles():
             del left[m]
 
 
+# The repository's floors: what ships (tfhelm) <- the development cluster (tfhelm_dev) and the
+# scripts that make the charts' files (hack) <- the benches and the tests.
+FLOORS = {"tfhelm": 0, "tfhelm_dev": 1, "hack": 1, "bench": 2, "tests": 2}
+
+
+def repository_imports() -> dict[str, set[str]]:
+    """Each Python file of the repository (by its path) -> the floors it imports from, lazy
+    imports included; a bench's `import peerlib` (bench/ on its path) is the bench floor."""
+    repo = PACKAGE.parent
+    found = {}
+    for floor in FLOORS:
+        for path in sorted((repo / floor).rglob("*.py")):
+            if "charts" in path.relative_to(repo).parts:
+                continue
+            siblings = {p.stem for p in path.parent.glob("*.py")}
+            tops = set()
+            for node in ast.walk(ast.parse(path.read_text())):
+                names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                         else [node.module] if isinstance(node, ast.ImportFrom) and node.module and not node.level
+                         else [])
+                for name in names:
+                    top = name.split(".")[0]
+                    tops.add(top if top in FLOORS else floor if top in siblings else "")
+            found[str(path.relative_to(repo))] = tops - {""}
+    return found
+
+
+def test_the_repository_imports_downward_only():
+    """The wheel's package imports nothing of the checkout's (the development cluster, the
+    benches, the scripts, the tests); the development cluster nothing of the benches or tests.
+    (`tfhelm cluster` is the development cluster's command, registered by `make install`.)"""
+    found = repository_imports()
+    assert {"tfhelm/cli.py", "tfhelm_dev/command.py", "bench/peer.py", "tests/unit/test_imports.py"} <= found.keys()
+    upward = sorted(f"{path} -> {top}" for path, tops in found.items() for top in tops
+                    if FLOORS[top] > FLOORS[path.split("/")[0]])
+    assert not upward, upward
+    assert "tfhelm" in found["tfhelm_dev/command.py"] and "tfhelm_dev" in found["bench/peer.py"]
+
+
 def test_only_the_doors_talk_to_helm_and_to_the_api_server():
     doors = {"tfhelm.helm": {"subprocess", "pyhelm3"}, "tfhelm.kube": {"kubernetes"}}
     # Beside the doors: the launcher and local runs start processes (not Helm); errors.py
     # reads the client's exception types, workspace.userspec its quantity parser.
     allowed = {("tfhelm.pod.packages", "subprocess"), ("tfhelm.cluster.localrun", "subprocess"),
-               ("tfhelm.apierrors", "kubernetes"), ("tfhelm.workspace.userspec", "kubernetes"),
-               ("tfhelm.commands.cluster", "subprocess")}
+               ("tfhelm.apierrors", "kubernetes"), ("tfhelm.workspace.userspec", "kubernetes")}
     found = []
     for module, tree in modules().items():
         for node in ast.walk(tree):

@@ -1,5 +1,7 @@
-"""`tfhelm cluster up|down|status`: the development cluster (tfhelm_dev.localcluster), which
-runs from a checkout only: `make install` puts it on the path; the wheel leaves it out."""
+"""`tfhelm cluster up|down|status`: the development cluster (tfhelm_dev.localcluster). It runs
+from a checkout only, so the wheel has no such command: `make install` registers this group
+with tfhelm (the entry point `tfhelm.commands: cluster`, hack/install-dev.py), and the CLI adds
+the groups other packages register (tfhelm/console.py)."""
 
 from __future__ import annotations
 
@@ -8,10 +10,10 @@ from typing import Annotated
 import typer
 
 from tfhelm.console import cli_errors, err, out
-from tfhelm.errors import NO_CLUSTER, UsageError
+from tfhelm.errors import NO_CLUSTER
 
 app = typer.Typer(help="The local Kubernetes (real control plane, real nodes, kwok nodes) for tests and demos.",
-                  no_args_is_help=True)
+                  no_args_is_help=True, add_completion=False)
 
 
 @app.command()
@@ -26,7 +28,7 @@ def up(nodes: Annotated[int, typer.Option(
            "--kueue", help="Also run Kueue (`make kueue`): a ResourceFlavor `default-flavor` and a "
                            "ClusterQueue `training` over the training nodes; `cluster down` stops it.")] = False):
     """Start the local cluster (idempotent) and print the KUBECONFIG export line."""
-    localcluster = _dev_cluster()
+    from tfhelm_dev import localcluster
 
     what = "etcd, kube-apiserver, controller-manager, scheduler, kwok" + (
         f" and {real_nodes} real node{'s' if real_nodes > 1 else ''} (kubelet, containerd, CoreDNS, kube-proxy)"
@@ -48,7 +50,7 @@ def up(nodes: Annotated[int, typer.Option(
 @cli_errors
 def down():
     """Stop the local cluster; no process or port stays behind."""
-    localcluster = _dev_cluster()
+    from tfhelm_dev import localcluster
 
     localcluster.down()
     err.print("[green]✓[/green] local cluster stopped")
@@ -58,7 +60,7 @@ def down():
 @cli_errors
 def status():
     """Show the local cluster; exit code 3 (no cluster) when it is not running."""
-    localcluster = _dev_cluster()
+    from tfhelm_dev import localcluster
 
     info = localcluster.status()
     if info is None:
@@ -67,11 +69,3 @@ def status():
     err.print(f"local cluster at {info.server} with nodes: {', '.join(info.nodes)}")
     out.print(info.export_line, markup=False, highlight=False, soft_wrap=True)
 
-
-def _dev_cluster():
-    try:
-        from tfhelm_dev import localcluster
-    except ImportError:
-        raise UsageError("`tfhelm cluster` is the development cluster: it runs from a tfhelm checkout "
-                         "after `make install` (use your own cluster's kubeconfig otherwise)") from None
-    return localcluster

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from tfhelm.cluster import deploy, training
+from tfhelm.cluster import deploy, installed, training
 from tfhelm.reaper import REAP, WAIT, decide, default_config
 from tfhelm.workspace import userspec
 
@@ -42,16 +42,16 @@ def test_value_changes_name_each_changed_key():
     old = {"worker": {"replicas": 2}, "image": {"repository": "tf", "tag": "2.20"}, "clusterName": "c"}
     new = {"worker": {"replicas": 5}, "image": {"repository": "tf", "tag": "2.21"}, "clusterName": "c",
            "chief": {"enabled": True}}
-    assert deploy.value_changes(old, new) == [
+    assert installed.value_changes(old, new) == [
         "chief.enabled: (unset) -> true", "image.tag: '2.20' -> '2.21'", "worker.replicas: 2 -> 5"]
-    assert deploy.value_changes(new, new) == []
+    assert installed.value_changes(new, new) == []
 
 
 def test_interrupted_means_a_ps_release_without_its_workload():
-    assert deploy.Installed("c", "ns", workload=False, ps=True).interrupted
-    assert not deploy.Installed("c", "ns", workload=True, ps=True).interrupted
-    assert not deploy.Installed("c", "ns", workload=True, ps=False).interrupted
-    line = deploy.Installed("c", "ns", workload=False, ps=True).interrupted_line()
+    assert installed.Installed("c", "ns", workload=False, ps=True).interrupted
+    assert not installed.Installed("c", "ns", workload=True, ps=True).interrupted
+    assert not installed.Installed("c", "ns", workload=True, ps=False).interrupted
+    line = installed.Installed("c", "ns", workload=False, ps=True).interrupted_line()
     assert "ns/c-ps" in line and "tfhelm up --name c" in line and "tfhelm down c" in line
 
 

@@ -241,9 +241,9 @@ class Cluster:
         return self._kube
 
     def _installed(self):
-        from tfhelm.cluster import deploy
+        from tfhelm.cluster import installed
 
-        return deploy.find(self.name, self.namespace, self.helm)
+        return installed.find(self.name, self.namespace, self.helm)
 
     def values(self) -> ClusterValues:
         """The cluster's chart values (as installed), normalized."""

@@ -27,10 +27,10 @@ def remove_interrupted(name: str, namespace: str) -> bool:
     """A release NAME-ps from another chart is refused (exit 2); an interrupted install (a PS
     release without workload release or Jobs: nothing trains) is removed at once. True when
     it was."""
-    from tfhelm.cluster import deploy
+    from tfhelm.cluster import deploy, installed
     from tfhelm.helm import Helm
     from tfhelm.kube import Kube
 
     helm = Helm()
-    found = deploy.find(name, namespace, helm)
+    found = installed.find(name, namespace, helm)
     return found.interrupted and deploy.remove_interrupted(name, namespace, helm, Kube())

@@ -10,6 +10,7 @@ Pure, no I/O:
 
 Through Helm and Kube:
 - `deploy`: install, upgrade, undo, remove (`tfhelm up`, `down`); `lock`: its install lock.
+- `installed`: a cluster's releases as Helm lists them, and what an upgrade changes.
 - `gitops`: the same values as files for Argo CD and Flux (`tfhelm render`).
 - `feed`: a list-then-watch of one kind of object in a thread (`up --wait`, the reaper).
 - `progress`: `up --wait` at a console; `tasklogs`: every task's log (`tfhelm logs`).

@@ -7,7 +7,7 @@ generation (the hash in the Job names: a changed cluster gets new Jobs).
 
 Both releases install at once (one Helm process each). A `tfhelm up` killed meanwhile can
 leave one without the other: `up` again finishes either; a PS release without its workload
-is what `find()` reports as interrupted, and `down` and `reap` remove it. (A workload
+is what `installed.find()` reports as interrupted, and `down` and `reap` remove it. (A workload
 release without its PS release is also what the reaper leaves once training is done.)
 """
 
@@ -19,9 +19,10 @@ from typing import TYPE_CHECKING, Callable
 
 from tfhelm import releases, yamlio
 from tfhelm.cluster import code_configmap, manifests, spec, training
+from tfhelm.cluster.installed import Change, Installed, ReplaceRefused, change_of, find
 from tfhelm.cluster.values import ClusterOptions, ClusterValues, cluster_values
 from tfhelm.contract import CLUSTER_LABEL
-from tfhelm.errors import SpecError, TfhelmError, UsageError
+from tfhelm.errors import SpecError, TfhelmError
 
 if TYPE_CHECKING:  # the clients are passed in; importing them costs the kubernetes client
     from tfhelm.helm import Helm
@@ -111,99 +112,6 @@ def ship_code(p: Plan) -> tuple[Plan, dict | None]:
 
 Notify = Callable[[str], None]
 Mounted = Callable[[str, str], str | None]  # (namespace, claim) -> where the user sees it
-CHART = "tf-cluster"
-
-
-@dataclass
-class Installed:
-    """The releases of one cluster as Helm lists them."""
-    name: str
-    namespace: str
-    workload: bool
-    ps: bool
-    values: dict | None = None  # the user-supplied values (the workload release's, else the PS')
-
-    @property
-    def interrupted(self) -> bool:
-        """A PS release without its workload release: an install that did not finish."""
-        return self.ps and not self.workload
-
-    def interrupted_line(self) -> str:
-        return (f"interrupted install: release {self.namespace}/{spec.ps_release(self.name)} "
-                f"(parameter servers) has no workload release {self.name}; `tfhelm up --name "
-                f"{self.name}` finishes it, `tfhelm down {self.name}` or `tfhelm reap {self.name}` removes it")
-
-
-def find(name: str, namespace: str, helm: Helm, field: str = "NAME", values: bool = True) -> Installed:
-    """The cluster's releases; a release of that name from another chart is a usage error,
-    so `down`, `status`, `reap` and `tfconfig` never act on, say, a user's workspace.
-    `values`: also read their stored values (what the releases say; shown, never trusted)."""
-    found = helm.releases(namespace, (name, spec.ps_release(name)), values=values)
-    for release, stored in found.items():
-        if stored.chart != CHART:
-            raise SpecError(field, f"release {namespace}/{release} holds chart {stored.chart}, not a TF "
-                            f"cluster ({CHART})", "tfhelm acts only on tf-cluster releases")
-    first = found.get(name) or found.get(spec.ps_release(name))
-    return Installed(name, namespace, name in found, spec.ps_release(name) in found,
-                     first.values if first else None)
-
-
-class ReplaceRefused(UsageError):
-    """`tfhelm up` would replace a training that ran or runs, and was not told to."""
-
-
-@dataclass
-class Change:
-    """What an upgrade changes: values (dotted keys) and the Jobs it replaces."""
-    values: list[str]  # "worker.replicas: 2 -> 5"
-    replaced: list[training.JobRow]  # current Jobs the new generation replaces
-    new_jobs: dict[str, str]  # role -> new Job name
-    current: list[training.JobRow]  # the cluster's Jobs now
-
-    def lines(self) -> list[str]:
-        if self.current and not (self.values or self.replaced):
-            return [f"no value changed: Jobs {', '.join(j.name for j in self.current)} stay as they are"]
-        out = [f"value {v}" for v in self.values]
-        for j in self.replaced:
-            new = self.new_jobs.get(j.role)
-            out.append(f"Job {j.name} ({j.state}, {j.succeeded}/{j.total} succeeded) is replaced"
-                       + (f" by {new}" if new else " and not recreated"))
-        return out
-
-
-def _flatten(d, prefix: str = "") -> dict[str, object]:
-    if isinstance(d, dict) and d:
-        out: dict[str, object] = {}
-        for k, v in d.items():
-            out.update(_flatten(v, f"{prefix}{k}."))
-        return out
-    return {prefix.rstrip("."): d}
-
-
-def _short(flat: dict, key: str) -> str:
-    """One value as YAML on one line, cut at 60 characters (an inline script is long)."""
-    if key not in flat:
-        return "(unset)"
-    text = yamlio.dump(flat[key], default_flow_style=True).strip().removesuffix("...").strip()
-    return text if len(text) <= 60 else text[:57] + "..."
-
-
-def value_changes(old: dict, new: dict) -> list[str]:
-    """Dotted keys whose value differs, e.g. "worker.replicas: 2 -> 5"."""
-    a, b = _flatten(old), _flatten(new)
-    return [f"{k}: {_short(a, k)} -> {_short(b, k)}"
-            for k in sorted(set(a) | set(b)) if a.get(k, ...) != b.get(k, ...)]
-
-
-def change_of(p: Plan, rendered: dict[str, list[dict]], installed: Installed, jobs: list) -> Change:
-    """What an upgrade would change (values, Jobs), from the releases and the cluster's Jobs."""
-    old = installed.values
-    workload = rendered[p.name]
-    new_jobs = manifests.job_names(workload)
-    current = [training.job_row(j) for j in jobs if not j.metadata.deletion_timestamp]
-    replaced = [j for j in current if j.name not in new_jobs.values()]
-    olds = {k: v for k, v in (old or {}).items() if k != "components"}
-    return Change(value_changes(olds, p.values) if old is not None else [], replaced, new_jobs, current)
 
 
 class Rendering:
@@ -300,7 +208,7 @@ def _install(p: Plan, code: dict | None, rendered: dict[str, list[dict]], found:
         if r.name in existing:
             releases.check_records(kube, p.namespace, r.name, kinds,
                                    frozenset((o["kind"], o["metadata"]["name"]) for o in rendered[r.name]))
-    change = change_of(p, rendered, installed, found.jobs)
+    change = change_of(p.values, rendered[p.name], installed, found.jobs)
     rerun = replace and change.current and not (change.values or change.replaced)
     for line in [] if rerun else change.lines():
         notify(line)

@@ -12,7 +12,6 @@ import queue
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import Callable
 
 from tfhelm.cluster import feed, training
@@ -20,6 +19,7 @@ from tfhelm.cluster.feed import WATCH_SECONDS, Changed, Fatal, Listed, Note, Wat
 from tfhelm.cluster.training import JobRow
 from tfhelm.contract import CLUSTER_LABEL, ROLE_LABEL
 from tfhelm.errors import SpecError, TfhelmError
+from tfhelm.reaper.messages import ActionDone, Event, RuleDone, Running, Stop
 from tfhelm.reaper.protocol import ReapClient, Rule, View
 from tfhelm.reaper.rules import (GRACE, KEEP, REAP, REASON_KEPT, REASON_REAPED, REASON_REAPING, WAIT,
                                  Decision, ReapConfig, Result, decide, never_finishes)
@@ -29,41 +29,6 @@ __all__ = ["WATCH_SECONDS", "Reaper"]
 # decide: about a second later, when the Job controller has counted the pods.
 NO_PODS = "no read access to pods: training done is seen from the Jobs alone"
 RULE_TICK = 5.0  # seconds: how often further rules decide when nothing changes
-
-
-# -------------------------------------------------- what else goes on the queue (beside the feeds' events)
-
-@dataclass(frozen=True)
-class ActionDone:
-    """An action of a pool thread ended: a result (KEEP, REAP), nothing (GRACE) or an error."""
-    decision: Decision
-    result: Result | None = None
-    error: Exception | None = None
-
-
-@dataclass(frozen=True)
-class RuleDone:
-    """An action of a further rule ended: a line to log, or an error."""
-    rule: Rule
-    action: object
-    line: str | None = None
-    error: Exception | None = None
-
-
-@dataclass(frozen=True)
-class Stop:
-    pass
-
-
-Event = Listed | Changed | Note | WatchFailed | Fatal | ActionDone | RuleDone | Stop
-
-
-@dataclass
-class _Running:
-    """The reaper's memory of one training run (a decisive Job uid and its outcome)."""
-    observed: float | None = None  # when the outcome arrived while we watched
-    announced: bool = False  # the TFClusterReaping Event was emitted
-    result: Result | None = None
 
 
 class Reaper:
@@ -95,7 +60,7 @@ class Reaper:
         self.pod_selector = f"{self.selector},{ROLE_LABEL} in ({roles})"  # the decisive role's
         self._jobs: dict[str, JobRow] = {}  # by uid
         self._pods = training.SucceededTasks()
-        self._runs: dict[tuple, _Running] = {}
+        self._runs: dict[tuple, Running] = {}
         self._busy: set[str] = set()  # clusters with an action in flight
         self._retry_at: dict[str, float] = {}  # clusters whose last action failed
         self._synced = False
@@ -269,7 +234,7 @@ class Reaper:
             if d.action == WAIT:
                 self._status(cluster, d.message)
                 continue
-            run = self._runs.setdefault(d.key, _Running())
+            run = self._runs.setdefault(d.key, Running())
             if run.result is not None:
                 continue  # this training run was dealt with
             if d.action == GRACE and run.announced:
@@ -299,7 +264,7 @@ class Reaper:
         d = decide(cluster, jobs, self.config, now, pods=self._pods)
         if d.job is None or d.outcome is None:
             return d
-        run = self._runs.setdefault(d.key, _Running())
+        run = self._runs.setdefault(d.key, Running())
         if run.observed is None:
             run.observed = now
         return decide(cluster, jobs, self.config, now, run.observed, self._pods)
@@ -425,7 +390,7 @@ class Reaper:
 
     def _finished(self, d: Decision, result: Result | None, error: Exception | None) -> None:
         self._busy.discard(d.cluster)
-        run = self._runs.setdefault(d.key, _Running())
+        run = self._runs.setdefault(d.key, Running())
         refusal = None if error is None else self.client.refused(error)
         if refusal is not None:
             raise refusal

@@ -4,39 +4,19 @@ import queue
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import Callable
 from tfhelm.cluster import feed, training
 from tfhelm.cluster.feed import WATCH_SECONDS, Changed, Fatal, Listed, Note, WatchFailed
 from tfhelm.cluster.training import JobRow
 from tfhelm.contract import CLUSTER_LABEL, ROLE_LABEL
 from tfhelm.errors import SpecError, TfhelmError
+from tfhelm.reaper.messages import ActionDone, Event, RuleDone, Running, Stop
 from tfhelm.reaper.protocol import ReapClient, Rule, View
 from tfhelm.reaper.rules import (GRACE, KEEP, REAP, REASON_KEPT, REASON_REAPED, REASON_REAPING, WAIT,
                                  Decision, ReapConfig, Result, decide, never_finishes)
 __all__ = ["WATCH_SECONDS", "Reaper"]
 NO_PODS = "no read access to pods: training done is seen from the Jobs alone"
 RULE_TICK = 5.0
-@dataclass(frozen=True)
-class ActionDone:
-    decision: Decision
-    result: Result | None = None
-    error: Exception | None = None
-@dataclass(frozen=True)
-class RuleDone:
-    rule: Rule
-    action: object
-    line: str | None = None
-    error: Exception | None = None
-@dataclass(frozen=True)
-class Stop:
-    pass
-Event = Listed | Changed | Note | WatchFailed | Fatal | ActionDone | RuleDone | Stop
-@dataclass
-class _Running:
-    observed: float | None = None
-    announced: bool = False
-    result: Result | None = None
 class Reaper:
     def __init__(self, client: ReapClient, namespace: str, cluster: str | None, config: ReapConfig, *,
                  forever: bool = False, rules: list[Rule] | tuple = (),
@@ -60,7 +40,7 @@ class Reaper:
         self.pod_selector = f"{self.selector},{ROLE_LABEL} in ({roles})"
         self._jobs: dict[str, JobRow] = {}
         self._pods = training.SucceededTasks()
-        self._runs: dict[tuple, _Running] = {}
+        self._runs: dict[tuple, Running] = {}
         self._busy: set[str] = set()
         self._retry_at: dict[str, float] = {}
         self._synced = False
@@ -214,7 +194,7 @@ class Reaper:
             if d.action == WAIT:
                 self._status(cluster, d.message)
                 continue
-            run = self._runs.setdefault(d.key, _Running())
+            run = self._runs.setdefault(d.key, Running())
             if run.result is not None:
                 continue
             if d.action == GRACE and run.announced:
@@ -240,7 +220,7 @@ class Reaper:
         d = decide(cluster, jobs, self.config, now, pods=self._pods)
         if d.job is None or d.outcome is None:
             return d
-        run = self._runs.setdefault(d.key, _Running())
+        run = self._runs.setdefault(d.key, Running())
         if run.observed is None:
             run.observed = now
         return decide(cluster, jobs, self.config, now, run.observed, self._pods)
@@ -347,7 +327,7 @@ class Reaper:
             self._events.put(ActionDone(d, error=e))
     def _finished(self, d: Decision, result: Result | None, error: Exception | None) -> None:
         self._busy.discard(d.cluster)
-        run = self._runs.setdefault(d.key, _Running())
+        run = self._runs.setdefault(d.key, Running())
         refusal = None if error is None else self.client.refused(error)
         if refusal is not None:
             raise refusal

@@ -39,6 +39,7 @@ except ImportError:  # run on its own: SIGTERM stops it as usual
 
 
 NOTICE_STEPS = 5  # steps scheduled between two looks at SIGTERM
+NOTICE_WAIT = 3.0  # seconds the steps under way get after SIGTERM (the PS serve on 10 s or more)
 
 
 def main(argv=None) -> int:
@@ -121,8 +122,11 @@ def train(env: Env, args) -> int:
         done = int(step.numpy())
         if preemption and preemption.requested():
             path = manager.save(checkpoint_number=done)
-            metrics.write("preempted", step=done, checkpoint=path)
-            log(env, f"stopped at step {done} (SIGTERM); saved {path}")
+            # A step still running on a worker may have counted after `done` was read: the step
+            # saved is the one a restart resumes from.
+            saved = int(tf.train.load_variable(path, "step/.ATTRIBUTES/VARIABLE_VALUE"))
+            metrics.write("preempted", step=saved, checkpoint=path)
+            log(env, f"stopped at step {saved} (SIGTERM); saved {path}")
             preemption.leave()
         values = [r.fetch() for r in results]
         loss = sum(float(v[0]) for v in values) / len(values)
@@ -142,17 +146,21 @@ def train(env: Env, args) -> int:
 
 
 def join_unless_noticed(coordinator) -> bool:
-    """`coordinator.join()`, unless SIGTERM comes first (False). A preemption stops the worker
-    servers at once, and the steps they held wait for them to come back (TensorFlow waits up to
-    an hour): a plain join() would block until the grace period ends in SIGKILL, never saving.
-    The PS serve on a while after their SIGTERM (the chart's stop delay), so the chief can still
-    read and save the variables."""
+    """`coordinator.join()`, but after SIGTERM only NOTICE_WAIT more (then False). A preemption
+    stops the worker servers at once, and the steps they held wait for them to come back
+    (TensorFlow waits up to an hour): a plain join() would block until the grace period ends in
+    SIGKILL, never saving. The PS serve on a while after their SIGTERM (the chart's stop delay),
+    so the chief can still read and save the variables."""
     if preemption is None:
         coordinator.join()
         return True
+    noticed = None
     while not coordinator.done():  # raises a failed step's error, as join() does
         if preemption.requested():
-            return False
+            # The steps under way finish in a moment while their workers run: wait that long.
+            noticed = noticed or time.monotonic()
+            if time.monotonic() - noticed > NOTICE_WAIT:
+                return False
         time.sleep(0.05)
     return True
 

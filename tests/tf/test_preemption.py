@@ -89,11 +89,14 @@ def test_a_keras_fit_saves_on_sigterm_and_its_restart_resumes_there(tmp_path):
     assert f"done at step {saved + rest}" in out, out
 
 
-def test_an_in_graph_chief_whose_worker_servers_stopped_first_saves_and_leaves(tmp_path):
+@pytest.mark.parametrize("first", [["worker-0", "worker-1"], []], ids=["worker servers stopped first", "chief alone"])
+def test_an_in_graph_chief_saves_on_sigterm_and_its_restart_resumes_there(tmp_path, first):
     """Kueue's preemption stops the in-graph worker servers at once (their pods go with no delay)
-    and the chief beside them. The steps the chief scheduled then wait for servers that will not
-    come back (TensorFlow waits up to an hour); the chief must still save where it got to (the PS
-    serve on after SIGTERM) and exit 143, not block until the grace period ends in SIGKILL."""
+    and the chief beside them: the steps the chief scheduled then wait for servers that will not
+    come back (TensorFlow waits up to an hour), yet it must save where it got to (the PS serve on
+    after SIGTERM) and exit 143, not block until the grace period ends in SIGKILL. A drain stops
+    the chief alone, its steps still running on live workers. Either way the restarted chief
+    resumes at exactly the step it saved."""
     values = {"worker": {"replicas": 2}, "ps": {"replicas": 1}, "chief": {"enabled": True}, "mode": "in-graph",
               "code": {"args": ["--steps", "100000", "--checkpoint-every", "50"]}}
     tasks, args = topology(values)
@@ -104,18 +107,22 @@ def test_an_in_graph_chief_whose_worker_servers_stopped_first_saves_and_leaves(t
     try:
         chief = cluster.procs["chief-0"]
         until(lambda: (latest_checkpoint_step(dirs.checkpoints) or 0) >= 50, chief, "the first checkpoint")
-        for name in ("worker-0", "worker-1"):
+        for name in first:
             cluster.signal_task(name, signal.SIGTERM)
-        until(lambda: "failed with UnavailableError" in sink.text("chief-0"), chief,
-              "the chief to see a worker server go")
+        if first:
+            until(lambda: "failed with UnavailableError" in sink.text("chief-0"), chief,
+                  "the chief to see a worker server go")
         cluster.signal_task("chief-0", signal.SIGTERM)
         code = chief.wait(300)  # a guard against the hang, not a speed bound
+        assert code == 128 + signal.SIGTERM, sink.text("chief-0")
+        saved = events(metrics(dirs.log, "chief-0"), "preempted")
+        assert len(saved) == 1 and saved[0]["step"] >= 50, saved
+        if not first:  # the servers run on: the Job's next chief resumes against them
+            restarted = cluster.start_task(next(t for t in tasks if t.name == "chief-0"))
+            until(lambda: len(events(metrics(dirs.log, "chief-0"), "start")) == 2, restarted, "the restart")
+            assert events(metrics(dirs.log, "chief-0"), "start")[1]["step"] == saved[0]["step"]
     finally:
         cluster.close()
-    assert code == 128 + signal.SIGTERM, sink.text("chief-0")
-    saved = events(metrics(dirs.log, "chief-0"), "preempted")
-    assert len(saved) == 1 and saved[0]["step"] >= 50, saved
-    assert latest_checkpoint_step(dirs.checkpoints) == saved[0]["step"]
 
 
 def until(condition, chief: subprocess.Popen, what: str, timeout: float = 300) -> None:

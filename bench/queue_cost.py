@@ -49,6 +49,7 @@ sys.path.insert(0, str(REPO / "bench"))
 
 import yaml  # noqa: E402
 from kubernetes import client, config, watch  # noqa: E402
+from urllib3.exceptions import ProtocolError  # noqa: E402
 
 import peerlib  # noqa: E402
 from tfhelm.contract import PRIORITY_LABEL, QUEUE_GATE as GATE, QUEUE_LABEL, ROLE_LABEL  # noqa: E402
@@ -92,12 +93,19 @@ class Moments:
             listers.append((custom.list_namespaced_custom_object, ("kubeflow.org", "v1", ns, "tfjobs")))
         else:
             listers.append((batch.list_namespaced_job, (ns,)))
-        self.watches = [watch.Watch() for _ in listers]
+        self.watches, self.stopping = [watch.Watch() for _ in listers], False
         for w, (lister, args) in zip(self.watches, listers):
             threading.Thread(target=self._follow, args=(w, lister, args), daemon=True).start()
 
     def _follow(self, w, lister, args):
-        for ev in w.stream(lister, *args, timeout_seconds=900):
+        try:
+            self._record(w.stream(lister, *args, timeout_seconds=900))
+        except ProtocolError:  # stop() cut the connection mid-chunk: the moments are taken
+            if not self.stopping:
+                raise
+
+    def _record(self, events):
+        for ev in events:
             now = time.monotonic()
             obj = ev["object"] if isinstance(ev["object"], dict) else self.api.sanitize_for_serialization(ev["object"])
             with self.lock:
@@ -159,6 +167,7 @@ class Moments:
         return self.t[key]
 
     def stop(self):
+        self.stopping = True
         for w in self.watches:
             w.stop()
 

@@ -16,7 +16,10 @@ from tfhelm.console import OneLineErrors, out
 app = typer.Typer(help="Distributed TensorFlow on Kubernetes from a few parameters. Exit codes: "
                   "0 done, 1 training failed, 2 bad input, 3 no cluster or forbidden, 4 timed out, "
                   "5 the cluster or Helm refused.",
-                  no_args_is_help=True, pretty_exceptions_enable=False, cls=OneLineErrors)
+                  no_args_is_help=True, pretty_exceptions_enable=False, cls=OneLineErrors,
+                  # Plain help, as helm's: rich's help renderer imports ~50 ms of modules
+                  # (markdown, syntax, tracebacks) into every `--help`.
+                  rich_markup_mode=None)
 
 
 def _version(value: bool) -> None:

@@ -13,7 +13,7 @@ from tfhelm.console import cli_errors, err, out
 from tfhelm.errors import NO_CLUSTER
 
 app = typer.Typer(help="The local Kubernetes (real control plane, real nodes, kwok nodes) for tests and demos.",
-                  no_args_is_help=True, add_completion=False)
+                  no_args_is_help=True, add_completion=False, rich_markup_mode=None)  # plain, as tfhelm's
 
 
 @app.command()

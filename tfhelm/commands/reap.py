@@ -10,12 +10,8 @@ from typing import Annotated, Optional
 import typer
 from rich.markup import escape
 
-from tfhelm.chart import default_values
 from tfhelm.commands import options as o
 from tfhelm.console import cli_errors, err, printable
-
-# The chart's `reaper:` values: the in-cluster reaper's defaults are this command's.
-_DEFAULTS = default_values()["reaper"]
 
 
 def _remove_interrupted(name: str, namespace: str) -> bool:
@@ -36,13 +32,16 @@ def _remove_interrupted(name: str, namespace: str) -> bool:
 def reap(name: Annotated[Optional[str], typer.Argument(
              help="Cluster name (or --all).", show_default=False)] = None,
          namespace: o.Namespace = None,
-         grace: Annotated[int, typer.Option(
-             "--grace", help="Seconds between training done and PS removal.")] = _DEFAULTS["grace"],
-         completion: Annotated[str, typer.Option(
+         grace: Annotated[Optional[int], typer.Option(
+             "--grace", help="Seconds between training done and PS removal (default: the chart's "
+             "reaper.grace).", show_default=False)] = None,
+         completion: Annotated[Optional[str], typer.Option(
              "--completion", help="When training is done: auto (the chief if there is one, else "
-             "all workers), all-workers, chief, worker-0.")] = _DEFAULTS["completion"],
-         on_failure: Annotated[str, typer.Option(
-             "--on-failure", help="If training failed: keep the PS for debugging, or reap.")] = _DEFAULTS["onFailure"],
+             "all workers), all-workers, chief, worker-0 (default: the chart's reaper.completion).",
+             show_default=False)] = None,
+         on_failure: Annotated[Optional[str], typer.Option(
+             "--on-failure", help="If training failed: keep the PS for debugging, or reap (default: "
+             "the chart's reaper.onFailure).", show_default=False)] = None,
          all_clusters: Annotated[bool, typer.Option(
              "--all", help="Every cluster in the namespace, with one watch; runs until stopped.")] = False,
          forever: Annotated[bool, typer.Option(
@@ -68,6 +67,7 @@ def reap(name: Annotated[Optional[str], typer.Argument(
     Exit code 1 when training failed (the PS are kept unless --on-failure reap)."""
     from tfhelm.api import reaping
     from tfhelm.api.options import namespace_of
+    from tfhelm.chart import default_values
     from tfhelm.cluster import spec
     from tfhelm.errors import TRAINING_FAILED, SpecError
     from tfhelm.reaper.rules import ReapConfig
@@ -82,7 +82,11 @@ def reap(name: Annotated[Optional[str], typer.Argument(
         raise SpecError("--log-format", f"'{log_format}' is not a log format", "use plain or json")
     if not 0 <= metrics_port <= 65535:
         raise SpecError("--metrics-port", f"{metrics_port} is not a port", "use 1-65535, or 0 for none")
-    config = ReapConfig(grace, completion, on_failure, delete_directly).validate()
+    # The chart's `reaper:` values are the defaults, read only when a command runs (YAML
+    # would cost every `tfhelm --help`): the in-cluster reaper's defaults are this command's.
+    chart = default_values()["reaper"]
+    config = ReapConfig(chart["grace"] if grace is None else grace, completion or chart["completion"],
+                        on_failure or chart["onFailure"], delete_directly).validate()
     ns = namespace_of(namespace)
     if name and not (forever or delete_directly) and _remove_interrupted(name, ns):
         return

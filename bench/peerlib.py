@@ -16,9 +16,20 @@ from tfhelm import contract
 TFJOB_API = "kubeflow.org/v1"
 # TFJob's replica types as its API spells them, and the task types in TF_CONFIG.
 REPLICA_TYPES = {"worker": "Worker", "ps": "PS"}
-# What tfhelm's pods carry that a TFJob sets itself or that names tfhelm's own objects.
-TFHELM_ONLY_ENV = {contract.env(k) for k in ("taskIndex", "taskType", "clusterSpecFile", "indexFailures",
-                                              "indexIgnoredFailures")}
+# The only TFHELM_* variables a TFJob's pods keep: the example script's own inputs (where its
+# data, logs and checkpoints go), which its user writes for it whatever runs it. Every other one
+# is tfhelm's: what a TFJob sets itself (task type and index, the cluster spec file), names of
+# tfhelm's objects, or a chart setting (stop delay, metrics port, retried errors...).
+SCRIPT_ENV = {contract.env(k) for k in ("dataDir", "logDir", "checkpointDir")}
+# Not TFHELM_* but the chart's too: gRPC keepalive, so a task notices a silent peer sooner.
+CHART_ENV = {"TF_GRPC_DEFAULT_OPTIONS"}
+# The chart's pod settings a TFJob user would not write: the DNS tuning (ndots 1), the short
+# not-ready/unreachable tolerations, Service links off, the grace period (the default anyway).
+CHART_POD_FIELDS = ("dnsConfig", "tolerations", "enableServiceLinks", "terminationGracePeriodSeconds")
+# ... and the tensorflow container's: the PS readiness probe (a TFJob's per-task Service
+# publishes only Ready pods: the probe would delay the TFJob's names, not tfhelm's), the
+# termination message fallback.
+CHART_CONTAINER_FIELDS = ("readinessProbe", "startupProbe", "livenessProbe", "terminationMessagePolicy")
 TFHELM_LABEL_PREFIXES = (contract.CLUSTER_LABEL.split("/")[0] + "/", "app.kubernetes.io/", "helm.sh/")
 SUPPORT_KINDS = ("ServiceAccount", "ConfigMap", "PersistentVolumeClaim")
 
@@ -34,10 +45,21 @@ def _is_hook(doc: dict) -> bool:
 
 
 def tfjob_template(template: dict) -> dict:
-    """A pod template of tfhelm's render as a TFJob replica's template: the same containers,
-    volumes, security and resources; without what the TFJob sets itself (restartPolicy,
-    TF_CONFIG: the launcher uses the TF_CONFIG it finds) and without tfhelm's labels, so no
-    tfhelm tool takes these pods for its own. The TensorFlow port gets TFJob's port name."""
+    """A pod template of tfhelm's render as a TFJob user would write it for the same script.
+
+    Kept, so only the controllers differ: the image, the command (tfhelm's launcher, mounted
+    from its ConfigMap: it reads the TF_CONFIG the TFJob sets and runs the script in a child
+    process, as in tfhelm's pods), the script and its arguments, the script's environment
+    (SCRIPT_ENV, HOME, PYTHONUNBUFFERED), volumes and mounts, pod and container security
+    contexts, no service account token, resources, the TensorFlow port (named `tfjob-port`,
+    as TFJob wants it).
+
+    Dropped: what the TFJob sets itself (restartPolicy, the Job's subdomain, task index and
+    type), tfhelm's labels and checksum annotations (no tfhelm tool takes these pods for its
+    own), and the chart's tuning a TFJob user would not write (CHART_POD_FIELDS,
+    CHART_CONTAINER_FIELDS, CHART_ENV, every other TFHELM_* variable, the metrics port that
+    nothing serves without TFHELM_METRICS_PORT). Carried over (before issue #32), the PS
+    readiness probe delayed the TFJob's names: its per-task Services publish only Ready pods."""
     t = copy.deepcopy(template)
     meta = t.setdefault("metadata", {})
     meta["labels"] = {k: v for k, v in (meta.get("labels") or {}).items()
@@ -48,19 +70,16 @@ def tfjob_template(template: dict) -> dict:
         if not meta[key]:
             del meta[key]
     spec = t["spec"]
-    spec.pop("restartPolicy", None)
-    spec.pop("subdomain", None)  # the Job's headless Service; TFJob makes one Service per task
+    for key in ("restartPolicy", "subdomain", *CHART_POD_FIELDS):
+        spec.pop(key, None)
     for c in spec["containers"]:
         if c["name"] != "tensorflow":
             continue
-        c["env"] = [e for e in c.get("env", []) if e["name"] not in TFHELM_ONLY_ENV]
-        renamed = {}
-        for p in c.get("ports", []):
-            if p.get("name") == "tf":
-                renamed[p["name"]] = p["name"] = "tfjob-port"
-        probe = (c.get("readinessProbe") or {}).get("tcpSocket")
-        if probe and probe.get("port") in renamed:
-            probe["port"] = renamed[probe["port"]]
+        for key in CHART_CONTAINER_FIELDS:
+            c.pop(key, None)
+        c["env"] = [e for e in c.get("env", []) if e["name"] in SCRIPT_ENV
+                    or not (e["name"].startswith("TFHELM_") or e["name"] in CHART_ENV)]
+        c["ports"] = [dict(p, name="tfjob-port") for p in c.get("ports", []) if p.get("name") == "tf"]
     return t
 
 

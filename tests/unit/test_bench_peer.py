@@ -1,5 +1,6 @@
 """The peer bench's pure parts (bench/peerlib.py): the TFJob it builds from tfhelm's render has
-the same pod spec and volumes and only what TFJob sets itself taken out; pods of both kinds
+the same image, script, volumes, security and resources, without what TFJob sets itself or what
+only tfhelm's chart writes; pods of both kinds
 map to their tasks; the DNS bytes, the request counts and the table are right."""
 
 from __future__ import annotations
@@ -31,7 +32,11 @@ def pod_template(role: str) -> dict:
         "ports": ports,
         "env": [index, {"name": "TFHELM_TASK_TYPE", "value": role}, {"name": "TFHELM_CLUSTER", "value": "peer"},
                 {"name": "TFHELM_CLUSTER_SPEC_FILE", "value": "/etc/tfhelm/cluster-spec.json"},
-                {"name": "TFHELM_LOG_DIR", "value": "/log/peer"}],
+                {"name": "TFHELM_LOG_DIR", "value": "/log/peer"}, {"name": "HOME", "value": "/tmp"},
+                {"name": "TFHELM_POD_UID", "valueFrom": {"fieldRef": {"fieldPath": "metadata.uid"}}},
+                {"name": "TF_GRPC_DEFAULT_OPTIONS", "value": "grpc.keepalive_time_ms=10000"}]
+               + ([{"name": "TFHELM_STOP_DELAY", "value": "10"}] if role == "ps" else []),
+        "terminationMessagePolicy": "FallbackToLogsOnError",
         "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
         "resources": {"requests": {"cpu": "100m"}},
         "volumeMounts": [{"name": "tfhelm-config", "mountPath": "/etc/tfhelm"}, {"name": "logs", "mountPath": "/log"}],
@@ -39,6 +44,10 @@ def pod_template(role: str) -> dict:
     if role == "ps":
         container["readinessProbe"] = {"tcpSocket": {"port": "tf"}}
     spec = {"containers": [container], "securityContext": {"runAsNonRoot": True},
+            "automountServiceAccountToken": False, "enableServiceLinks": False, "terminationGracePeriodSeconds": 30,
+            "dnsConfig": {"options": [{"name": "ndots", "value": "1"}]},
+            "tolerations": [{"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute",
+                             "tolerationSeconds": 10}],
             "volumes": [{"name": "tfhelm-config", "configMap": {"name": f"peer{'-ps' if role == 'ps' else ''}-tfconfig"}},
                         {"name": "logs", "persistentVolumeClaim": {"claimName": "peer-logs"}}]}
     if role != "ps":
@@ -66,7 +75,7 @@ def render() -> list[dict]:
     ]
 
 
-def test_the_tfjob_has_tfhelms_pod_spec_and_volumes_without_what_tfjob_sets_itself():
+def test_the_tfjob_is_what_its_user_writes_for_the_same_image_script_and_volumes():
     docs = render()
     before = copy.deepcopy(docs)
     out = peerlib.tfjob_manifests(docs, "peer", "team-a", workers=4, ps=2)
@@ -86,14 +95,15 @@ def test_the_tfjob_has_tfhelms_pod_spec_and_volumes_without_what_tfjob_sets_itse
         source, t = pod_template(role), specs[key]["template"]
         assert t["spec"]["volumes"] == source["spec"]["volumes"]
         assert t["spec"]["securityContext"] == source["spec"]["securityContext"]
-        assert "restartPolicy" not in t["spec"] and "subdomain" not in t["spec"]
+        # TFJob's own, then the chart's tuning (a Ready-only Service waits for a readiness probe)
+        assert set(t["spec"]) == {"containers", "volumes", "securityContext", "automountServiceAccountToken"}
         c, s = t["spec"]["containers"][0], source["spec"]["containers"][0]
         for field in ("image", "command", "args", "resources", "securityContext", "volumeMounts"):
             assert c[field] == s[field], field
-        assert [e["name"] for e in c["env"]] == ["TFHELM_CLUSTER", "TFHELM_LOG_DIR"]
-        assert [p["name"] for p in c["ports"]] == ["tfjob-port", "metrics"]
+        assert "readinessProbe" not in c and "terminationMessagePolicy" not in c
+        assert [e["name"] for e in c["env"]] == ["TFHELM_LOG_DIR", "HOME"]  # the script's own
+        assert c["ports"] == [{"name": "tfjob-port", "containerPort": 2222}]
         assert t["metadata"] == {"annotations": {"team": "a"}}  # no tfhelm labels, no checksum
-    assert specs["PS"]["template"]["spec"]["containers"][0]["readinessProbe"] == {"tcpSocket": {"port": "tfjob-port"}}
 
 
 def test_without_ps_the_tfjob_has_only_workers():

@@ -298,7 +298,7 @@ class Recorder:
         self.marks: dict[str, float] = {}
         self.pods: dict[str, dict] = {}  # uid -> name, task, phase, deleting, gone, restarts
         self.tf_config: dict | None = None
-        self.victim: dict | None = None  # uid, task, t (the delete command's start)
+        self.victim: dict | None = None  # uid, task, restarts, t (the fault command's start)
         self.failure: str | None = None  # the Failed condition's message
 
     def now(self) -> float:
@@ -320,6 +320,10 @@ class Recorder:
             p["phase"] = status.get("phase")
             p["deleting"] = bool(meta.get("deletionTimestamp"))
             p["restarts"] = sum(c.get("restartCount", 0) for c in status.get("containerStatuses") or [])
+            # The training container's own state: a crash in place ends it (and a pod with
+            # restartPolicy OnFailure starts it again) while the pod stays Running.
+            tf = next((c for c in status.get("containerStatuses") or [] if c.get("name") == "tensorflow"), {})
+            p["container_running"] = "running" in (tf.get("state") or {})
             if self.tf_config is None and self.who == "tfjob":
                 self.tf_config = peerlib.pod_tf_config(pod)
             self._evaluate()
@@ -361,12 +365,14 @@ class Recorder:
         v = self.victim
         if v:
             victim = self.pods[v["uid"]]
-            if victim["gone"] or victim["phase"] in ("Failed", "Succeeded"):
+            restarted = victim["restarts"] > v["restarts"]  # its container ended, and started again
+            if victim["gone"] or victim["phase"] in ("Failed", "Succeeded") or restarted \
+                    or not victim["container_running"]:
                 self.mark("victim_stopped")
             if victim["gone"]:
                 self.mark("victim_gone")
-            if any(uid != v["uid"] and p["task"] == v["task"] and p["phase"] == "Running" and not p["deleting"]
-                   for uid, p in self.pods.items()):
+            if any(p["task"] == v["task"] and p["phase"] == "Running" and not p["deleting"] and p["container_running"]
+                   and (uid != v["uid"] or restarted) for uid, p in self.pods.items()):
                 self.mark("replacement_running")
 
     def wait(self, keys, timeout: float) -> str | None:
@@ -652,7 +658,8 @@ def progress(env: Env, ns: str) -> int:
 
 
 def fault_phase(env: Env, rec: Recorder, row: dict, ns: str) -> None:
-    """Once worker 0 recorded step 100: delete worker 1's or PS 0's pod (`kubectl delete pod`);
+    """Once worker 0 recorded step 100: delete worker 1's or PS 0's pod (`kubectl delete pod`),
+    or kill worker 1's training process inside its pod (`kubectl exec`, peerlib.CRASH);
     then until the training is done or failed."""
     fault = row["fault"]
     task = peerlib.FAULTS[fault][1]
@@ -665,24 +672,32 @@ def fault_phase(env: Env, rec: Recorder, row: dict, ns: str) -> None:
         time.sleep(0.05)
     with rec.lock:
         victim = next(((uid, p) for uid, p in rec.pods.items() if p["task"] == task and not p["gone"]
-                       and p["phase"] == "Running"), None)
+                       and p["phase"] == "Running" and p["container_running"]), None)
     if victim is None:
         row["fault_error"] = f"no running pod for {task}"
         return
     uid, p = victim
     t = rec.now()
     with rec.lock:
-        rec.victim = {"uid": uid, "task": task, "t": t}
+        rec.victim = {"uid": uid, "task": task, "restarts": p["restarts"], "t": t}
     row["fault_at_step"] = progress(env, ns)
-    log(f"fault: deleting {p['name']} (step {row['fault_at_step']})")
-    d = run([env.kubectl, "delete", "pod", p["name"], "-n", ns, "--wait=false"], env=env.user_env)
+    if fault == "crash":
+        log(f"fault: killing the training process of {p['name']} (step {row['fault_at_step']})")
+        d = run([env.kubectl, "exec", p["name"], "-n", ns, "-c", "tensorflow", "--", *peerlib.CRASH],
+                env=env.user_env)
+        if not d.rc and d.out.strip():  # when the signal went, after the command's start
+            row["fault_lag_s"] = float(d.out.split()[-1]) - rec.wall0 - t
+    else:
+        log(f"fault: deleting {p['name']} (step {row['fault_at_step']})")
+        d = run([env.kubectl, "delete", "pod", p["name"], "-n", ns, "--wait=false"], env=env.user_env)
     if d.rc:
         row["fault_error"] = d.first_error()
         return
     end = rec.wait(["done_seen", "failed"], 480)
     if end == "done_seen":
         rec.wait(["ps_gone"], 120)
-    rec.wait(["victim_gone"], 60)
+    if fault != "crash":  # a crashed pod stays (tfhelm's Job keeps its failed pods)
+        rec.wait(["victim_gone"], 60)
     m = rec.marks
     for key in ("victim_stopped", "victim_gone", "replacement_running", "done_seen"):
         if key in m:
@@ -737,10 +752,12 @@ def markdown(res: dict) -> str:
                 f"{r['who']} rep {r['rep']}: {r.get('error') or r.get('marks')}" for r in failed)]
     if res.get("faults"):
         lines += ["", "**Faults** (real nodes, same workload), once worker 0 recorded step 100: a pod deleted "
-                  "with `kubectl delete pod`. Seconds after the fault command starts. Stopped: the pod's phase "
-                  "Failed/Succeeded (its container exited) or the pod gone. Running again: a new pod of the task. "
-                  "In a session again: the task's first `start` record after the fault (the PS writes none: "
-                  "worker 0's). Training done: the job's done condition.", ""]
+                  "with `kubectl delete pod`, or worker 1's training process killed in its running pod "
+                  "(`kubectl exec` into the container: SIGKILL to the launcher's child, as the OOM killer would; "
+                  "the launcher exits 137, the pod is not deleted). Seconds after the fault command starts. "
+                  "Stopped: the task's container exited, or its pod is gone. Running again: a new pod of the task "
+                  "or the same pod's container restarted. In a session again: the task's first `start` record "
+                  "after the fault (the PS writes none: worker 0's). Training done: the job's done condition.", ""]
         lines += peerlib.fault_rows(res["faults"])
         why = [f"{'tfhelm' if r['who'] == 'tfhelm' else 'TFJob'}, {peerlib.FAULTS[r['fault']][0]}: "
                f"{r['failure'].rstrip('.')}" for r in res["faults"] if r.get("failure")]

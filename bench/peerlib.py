@@ -1,6 +1,6 @@
 """The pure parts of the peer bench (bench/peer.py): the TFJob its user would write, built from
 tfhelm's own render, which task a pod is, the training times from the example's own records,
-DNS queries as bytes, request counts from the API server's metrics,
+the crash-in-place command, DNS queries as bytes, request counts from the API server's metrics,
 and the tables. No I/O here, so tests/unit/test_bench_peer.py can check all of it in milliseconds.
 """
 
@@ -205,6 +205,17 @@ def first_after(records: list[dict], event: str, t: float) -> float | None:
     return min((x for x in _times(records, event) if x > t), default=None)
 
 
+# ---------------------------------------------------------------- a crash in place
+
+# `kubectl exec <pod> -c tensorflow -- *CRASH`: SIGKILL, as the OOM killer sends it, to the
+# training process, the launcher's child (the launcher, PID 1, forks the script:
+# tfhelm/pod/supervise.py; in tfhelm's pods and the TFJob's alike). Never PID 1: a signal a pid
+# namespace's init gets from inside it without a handler is dropped. It runs as the container's
+# own user, so Pod Security "restricted" allows it (tests/programs kill a worker so too). The
+# launcher then exits 137 (128 + 9), the pod stays; it prints when the signal went.
+CRASH = ["sh", "-c", "kill -KILL $(cat /proc/1/task/1/children) && date +%s.%N"]
+
+
 # ---------------------------------------------------------------- DNS over UDP, as bytes
 
 def dns_query(qid: int, name: str, do: bool = False, cd: bool = False) -> bytes:
@@ -364,7 +375,8 @@ def table(runs: list[dict], rows, clients: list[str] | None = None) -> list[str]
 
 # The faults, each once worker 0 recorded step 100: what is done, to which task.
 FAULTS = {"worker": ("worker 1 pod deleted", ("worker", 1)),
-          "ps": ("PS 0 pod deleted", ("ps", 0))}
+          "ps": ("PS 0 pod deleted", ("ps", 0)),
+          "crash": ("worker 1's process killed, pod kept", ("worker", 1))}
 
 
 def fault_rows(runs: list[dict]) -> list[str]:

@@ -207,15 +207,15 @@ def test_fault_rows_say_whether_the_job_survived():
     runs = [{"who": "tfhelm", "fault": "ps", "succeeded": True, "victim_stopped_s": 1.0, "victim_gone_s": 1.5,
              "replacement_running_s": 4.0, "session_again_s": 9.0, "done_after_fault_s": 60.0, "worker_restarts": 4},
             {"who": "tfjob", "fault": "ps", "succeeded": False, "victim_gone_s": 2.0},
-            {"who": "tfjob", "fault": "worker", "succeeded": True, "victim_stopped_s": 0.5, "replacement_running_s": 1.0,
+            {"who": "tfjob", "fault": "crash", "succeeded": True, "victim_stopped_s": 0.5, "replacement_running_s": 1.0,
              "session_again_s": 8.0, "done_after_fault_s": 40.0, "worker_restarts": 1},
-            {"who": "tfjob", "fault": "worker", "succeeded": False, "victim_stopped_s": 0.7, "worker_restarts": 1}]
+            {"who": "tfjob", "fault": "crash", "succeeded": False, "victim_stopped_s": 0.7, "worker_restarts": 1}]
     rows = peerlib.fault_rows(runs)
     assert len(rows) == 5 and rows[0].count("|") == rows[1].count("|") == rows[2].count("|")
-    assert rows[2] == ("| worker 1 pod deleted | TFJob | 1/2 | 0.60 s (0.50–0.70 s) | - | 1.00 s "
+    assert rows[2] == "| PS 0 pod deleted | tfhelm | 1/1 | 1.00 s | 1.50 s | 4.00 s | 9.00 s | 60.0 s | 4 |"
+    assert rows[3] == "| PS 0 pod deleted | TFJob | 0/1 | - | 2.00 s | - | - | - | - |"
+    assert rows[4] == ("| worker 1's process killed, pod kept | TFJob | 1/2 | 0.60 s (0.50–0.70 s) | - | 1.00 s "
                        "| 8.00 s | 40.0 s | 1 |")
-    assert rows[3] == "| PS 0 pod deleted | tfhelm | 1/1 | 1.00 s | 1.50 s | 4.00 s | 9.00 s | 60.0 s | 4 |"
-    assert rows[4] == "| PS 0 pod deleted | TFJob | 0/1 | - | 2.00 s | - | - | - | - |"
 
 
 def test_spread_gives_the_unit_once_and_the_load_its_range():

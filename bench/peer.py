@@ -1,6 +1,6 @@
 """tfhelm side by side with its real peer, Kubeflow's TFJob (training-operator v1.8.1).
 
-    python bench/peer.py [--quick] [--reps 3] [--fault-reps 1] [--steps 600] [--parts real,faults,kwok]
+    python bench/peer.py [--quick] [--reps 5] [--fault-reps 1] [--steps 600] [--parts real,faults,kwok]
                          [--sizes 256,1024] [--tfjob-worker-restart OnFailure] [--tfjob-ps-restart Always]
                          [--prefix peer] [--readme]
     python bench/peer.py --from-json bench/results/peer.json [--merge MORE.json] [--extra-faults X.json] [--readme]
@@ -8,31 +8,42 @@
 
 The results in bench/results/: peer.json (the full run, with peer-faults.json's two more fault
 runs each way merged) and peer-tfjob-exitcode.json (the faults with the TFJob's restartPolicy
-ExitCode for Worker and PS), the report written by the --from-json line above.
+ExitCode for Worker and PS), the report written by the --from-json line above. Results older
+than `format` 2 are read too (their "complete" is the DNS row; bench/peerlib.py upgrade()).
 
 One run, the same workloads both ways, the sides alternating (which goes first flips every
-rep), medians. Everything a user does goes through the commands a user runs: `tfhelm up`
-for tfhelm, `kubectl create -f` of a TFJob for the peer, `kubectl delete pod` for a fault.
-The TFJob is built from tfhelm's own render of the same values (bench/peerlib.py): the same
-image, script, pod spec, volumes and ConfigMaps, so only the controllers differ.
+rep); each row is the median and the min–max of the runs; the machine's load average is
+recorded at each submit. Everything a user does goes through the commands a user runs:
+`tfhelm up` for tfhelm, `kubectl create -f` of a TFJob for the peer, `kubectl delete pod` or
+`kubectl exec` for a fault. The TFJob is what its user would write for the same image,
+launcher, script, volumes, security contexts and resources (bench/peerlib.py tfjob_template:
+none of tfhelm's chart tuning, such as the PS readiness probe, ndots 1, tolerations or gRPC
+keepalive), so only the controllers differ.
 
   * real nodes (the local cluster's training nodes): 4 workers and 1 PS train
-    examples/ps_between_graph.py --steps 600, --reps times each way;
-  * faults, real nodes: worker 1, then PS 0, deleted (`kubectl delete pod`) once worker 0
-    reported step 100: does the training still finish, when is the pod gone, when does its
-    replacement run;
+    examples/ps_between_graph.py --steps 600, --reps times each way (default 5);
+  * faults, real nodes, once worker 0 recorded step 100: worker 1's pod, then PS 0's, deleted
+    (`kubectl delete pod`), and worker 1's training process killed inside its pod (`kubectl
+    exec`: SIGKILL to the launcher's child, bench/peerlib.py CRASH; the pod is not deleted, the
+    launcher exits 137): does the training still finish, when is the task stopped, running
+    again (a new pod, or the same pod's container restarted), back in a session;
   * kwok nodes at N workers and 8 PS (256 and 1,024; --quick: 32 and 128), pods that never
     finish: until all Running and every TF_CONFIG name resolves, objects, sizes, requests.
 
 What each row means:
-  * times are seen by watches the bench opens before the submit command starts; "TF cluster
-    complete" also needs every TF_CONFIG host to resolve, asked of the real nodes' CoreDNS
-    (bench/peerlib.py: names as a pod's resolver reaches them);
+  * times are seen by watches the bench opens before the submit command starts, or read from
+    the example's own records (examples/tfhelm_example.py Metrics: its metrics lines on the
+    logs volume, with the pod's clock, which is this host's), the same way for both sides;
+  * TF cluster complete: every worker's first step record (each reached the PS, found the
+    model initialised and trained a step); first training step: worker 0's; training: worker
+    0's first step to the last worker's done record;
+  * names resolve: pods Running and every TF_CONFIG host resolves, asked of the real nodes'
+    CoreDNS (bench/peerlib.py: names as a pod's resolver reaches them); all kwok can show;
   * training done seen: the first sign a side knows that every worker is done: its
     condition (tfhelm's worker Job Complete, the TFJob's Succeeded), its controller's record
     of it (tfhelm's reaper decides from the pods, before the Job's condition, and records a
     TFClusterReaping Event) or its controller deleting the PS; the condition alone is a row
-    of its own;
+    of its own; both from the last worker pod's Succeeded;
   * PS gone: the PS pods deleted; tfhelm's in-cluster reaper runs with grace 0 (its default is
     30 s), the TFJob has cleanPodPolicy Running (its default None never removes them);
   * requests by client: the API server's dispatched requests per FlowSchema, one FlowSchema

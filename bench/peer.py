@@ -1,6 +1,6 @@
 """tfhelm side by side with its real peer, Kubeflow's TFJob (training-operator v1.8.1).
 
-    python bench/peer.py [--quick] [--reps 3] [--fault-reps 1] [--steps 600] [--parts real,faults,kwok]
+    python bench/peer.py [--quick] [--reps 5] [--fault-reps 1] [--steps 600] [--parts real,faults,kwok]
                          [--sizes 256,1024] [--tfjob-worker-restart OnFailure] [--tfjob-ps-restart Always]
                          [--prefix peer] [--readme]
     python bench/peer.py --from-json bench/results/peer.json [--merge MORE.json] [--extra-faults X.json] [--readme]
@@ -8,31 +8,42 @@
 
 The results in bench/results/: peer.json (the full run, with peer-faults.json's two more fault
 runs each way merged) and peer-tfjob-exitcode.json (the faults with the TFJob's restartPolicy
-ExitCode for Worker and PS), the report written by the --from-json line above.
+ExitCode for Worker and PS), the report written by the --from-json line above. Results older
+than `format` 2 are read too (their "complete" is the DNS row; bench/peerlib.py upgrade()).
 
 One run, the same workloads both ways, the sides alternating (which goes first flips every
-rep), medians. Everything a user does goes through the commands a user runs: `tfhelm up`
-for tfhelm, `kubectl create -f` of a TFJob for the peer, `kubectl delete pod` for a fault.
-The TFJob is built from tfhelm's own render of the same values (bench/peerlib.py): the same
-image, script, pod spec, volumes and ConfigMaps, so only the controllers differ.
+rep); each row is the median and the min–max of the runs; the machine's load average is
+recorded at each submit. Everything a user does goes through the commands a user runs:
+`tfhelm up` for tfhelm, `kubectl create -f` of a TFJob for the peer, `kubectl delete pod` or
+`kubectl exec` for a fault. The TFJob is what its user would write for the same image,
+launcher, script, volumes, security contexts and resources (bench/peerlib.py tfjob_template:
+none of tfhelm's chart tuning, such as the PS readiness probe, ndots 1, tolerations or gRPC
+keepalive), so only the controllers differ.
 
   * real nodes (the local cluster's training nodes): 4 workers and 1 PS train
-    examples/ps_between_graph.py --steps 600, --reps times each way;
-  * faults, real nodes: worker 1, then PS 0, deleted (`kubectl delete pod`) once worker 0
-    reported step 100: does the training still finish, when is the pod gone, when does its
-    replacement run;
+    examples/ps_between_graph.py --steps 600, --reps times each way (default 5);
+  * faults, real nodes, once worker 0 recorded step 100: worker 1's pod, then PS 0's, deleted
+    (`kubectl delete pod`), and worker 1's training process killed inside its pod (`kubectl
+    exec`: SIGKILL to the launcher's child, bench/peerlib.py CRASH; the pod is not deleted, the
+    launcher exits 137): does the training still finish, when is the task stopped, running
+    again (a new pod, or the same pod's container restarted), back in a session;
   * kwok nodes at N workers and 8 PS (256 and 1,024; --quick: 32 and 128), pods that never
     finish: until all Running and every TF_CONFIG name resolves, objects, sizes, requests.
 
 What each row means:
-  * times are seen by watches the bench opens before the submit command starts; "TF cluster
-    complete" also needs every TF_CONFIG host to resolve, asked of the real nodes' CoreDNS
-    (bench/peerlib.py: names as a pod's resolver reaches them);
+  * times are seen by watches the bench opens before the submit command starts, or read from
+    the example's own records (examples/tfhelm_example.py Metrics: its metrics lines on the
+    logs volume, with the pod's clock, which is this host's), the same way for both sides;
+  * TF cluster complete: every worker's first step record (each reached the PS, found the
+    model initialised and trained a step); first training step: worker 0's; training: worker
+    0's first step to the last worker's done record;
+  * names resolve: pods Running and every TF_CONFIG host resolves, asked of the real nodes'
+    CoreDNS (bench/peerlib.py: names as a pod's resolver reaches them); all kwok can show;
   * training done seen: the first sign a side knows that every worker is done: its
     condition (tfhelm's worker Job Complete, the TFJob's Succeeded), its controller's record
     of it (tfhelm's reaper decides from the pods, before the Job's condition, and records a
     TFClusterReaping Event) or its controller deleting the PS; the condition alone is a row
-    of its own;
+    of its own; both from the last worker pod's Succeeded;
   * PS gone: the PS pods deleted; tfhelm's in-cluster reaper runs with grace 0 (its default is
     30 s), the TFJob has cleanPodPolicy Running (its default None never removes them);
   * requests by client: the API server's dispatched requests per FlowSchema, one FlowSchema
@@ -294,10 +305,11 @@ class Recorder:
         self.who, self.workers, self.ps = who, workers, ps
         self.lock = threading.Lock()
         self.t0 = time.perf_counter()
+        self.wall0 = time.time()  # the same instant on the clock the pods' records use
         self.marks: dict[str, float] = {}
         self.pods: dict[str, dict] = {}  # uid -> name, task, phase, deleting, gone, restarts
         self.tf_config: dict | None = None
-        self.victim: dict | None = None  # uid, task, t (the delete command's start)
+        self.victim: dict | None = None  # uid, task, restarts, t (the fault command's start)
         self.failure: str | None = None  # the Failed condition's message
 
     def now(self) -> float:
@@ -319,6 +331,10 @@ class Recorder:
             p["phase"] = status.get("phase")
             p["deleting"] = bool(meta.get("deletionTimestamp"))
             p["restarts"] = sum(c.get("restartCount", 0) for c in status.get("containerStatuses") or [])
+            # The training container's own state: a crash in place ends it (and a pod with
+            # restartPolicy OnFailure starts it again) while the pod stays Running.
+            tf = next((c for c in status.get("containerStatuses") or [] if c.get("name") == "tensorflow"), {})
+            p["container_running"] = "running" in (tf.get("state") or {})
             if self.tf_config is None and self.who == "tfjob":
                 self.tf_config = peerlib.pod_tf_config(pod)
             self._evaluate()
@@ -360,12 +376,14 @@ class Recorder:
         v = self.victim
         if v:
             victim = self.pods[v["uid"]]
-            if victim["gone"] or victim["phase"] in ("Failed", "Succeeded"):
+            restarted = victim["restarts"] > v["restarts"]  # its container ended, and started again
+            if victim["gone"] or victim["phase"] in ("Failed", "Succeeded") or restarted \
+                    or not victim["container_running"]:
                 self.mark("victim_stopped")
             if victim["gone"]:
                 self.mark("victim_gone")
-            if any(uid != v["uid"] and p["task"] == v["task"] and p["phase"] == "Running" and not p["deleting"]
-                   for uid, p in self.pods.items()):
+            if any(p["task"] == v["task"] and p["phase"] == "Running" and not p["deleting"] and p["container_running"]
+                   and (uid != v["uid"] or restarted) for uid, p in self.pods.items()):
                 self.mark("replacement_running")
 
     def wait(self, keys, timeout: float) -> str | None:
@@ -554,8 +572,9 @@ def one_run(env: Env, who: str, *, real: bool, workers: int, ps: int, steps: int
     dns.start()
     time.sleep(0.5)  # the watches listed before the submit command starts
     before = env.requests()
-    log(f"{label}: submitting (namespace {ns})")
-    rec.t0 = time.perf_counter()
+    row["load_at_submit"] = os.getloadavg()[0]
+    log(f"{label}: submitting (namespace {ns}, load {row['load_at_submit']:.1f})")
+    rec.t0, rec.wall0 = time.perf_counter(), time.time()
     res = run(submit, timeout=600, env=env.user_env)
     row["returned_s"] = res.wall
     if res.rc:
@@ -570,10 +589,10 @@ def one_run(env: Env, who: str, *, real: bool, workers: int, ps: int, steps: int
         dns.join(120)
     row["running_s"] = rec.marks.get("running")
     if "running" in rec.marks and "dns" in rec.marks:
-        row["complete_s"] = max(rec.marks["running"], rec.marks["dns"])
+        row["names_s"] = max(rec.marks["running"], rec.marks["dns"])
         row["dns_s"] = rec.marks["dns"]
     row.update(objects(env, ns))
-    log(f"{label}: Running {scale.fmt_s(row['running_s'])}, complete {scale.fmt_s(row.get('complete_s'))}, "
+    log(f"{label}: Running {scale.fmt_s(row['running_s'])}, names resolve {scale.fmt_s(row.get('names_s'))}, "
         f"returned {res.wall:.1f}s; {row['services']} Services, largest {row['largest']} "
         f"{scale.fmt_bytes(row['largest_bytes'])}")
     if real and fault:
@@ -608,7 +627,10 @@ def one_run(env: Env, who: str, *, real: bool, workers: int, ps: int, steps: int
             if seen is not None:
                 row["ps_gone_after_s"] = m["ps_gone"] - seen
         row["worker_restarts"] = rec.worker_restarts()
-        log(f"{label}: {'succeeded' if row['succeeded'] else 'NOT succeeded'}; marks "
+        row.update(peerlib.training_times({f"worker-{i}": records(env, ns, f"worker-{i}") for i in range(workers)},
+                                          workers, rec.wall0))
+        log(f"{label}: {'succeeded' if row['succeeded'] else 'NOT succeeded'}; first step "
+            f"{scale.fmt_s(row.get('first_step_s'))}, complete {scale.fmt_s(row.get('complete_s'))}; marks "
             + ", ".join(f"{k} {v:.1f}" for k, v in sorted(m.items(), key=lambda kv: kv[1])))
     else:
         log(f"{label}: requests {row['requests_total']:,} ({row['requests']})")
@@ -628,22 +650,30 @@ def volume_dir(env: Env, ns: str, claim: str) -> Path | None:
 _volumes: dict[str, Path] = {}
 
 
-def progress(env: Env, ns: str) -> int:
-    """The highest global step worker 0 recorded (the example's metrics file on the logs volume)."""
+def records(env: Env, ns: str, task: str) -> list[dict]:
+    """The example's records of one task (its metrics file on the logs volume, read on this
+    host: the local cluster's volumes are host paths)."""
     if ns not in _volumes:
         d = volume_dir(env, ns, f"{NAME}-logs")
         if not d:
-            return -1
+            return []
         _volumes[ns] = d
-    path = _volumes[ns] / NAME / "metrics" / "worker-0.jsonl"
-    if not path.is_file():
-        return -1
-    steps = [json.loads(line).get("step", -1) for line in path.read_text().splitlines() if line.strip()]
+    path = _volumes[ns] / NAME / "metrics" / f"{task}.jsonl"
+    return peerlib.parse_records(path.read_text()) if path.is_file() else []
+
+
+def progress(env: Env, ns: str) -> int:
+    """The highest global step worker 0 recorded."""
+    steps = [r.get("step") for r in records(env, ns, "worker-0")]
     return max((s for s in steps if isinstance(s, int)), default=-1)
 
 
 def fault_phase(env: Env, rec: Recorder, row: dict, ns: str) -> None:
-    task = ("worker", 1) if row["fault"] == "worker" else ("ps", 0)
+    """Once worker 0 recorded step 100: delete worker 1's or PS 0's pod (`kubectl delete pod`),
+    or kill worker 1's training process inside its pod (`kubectl exec`, peerlib.CRASH);
+    then until the training is done or failed."""
+    fault = row["fault"]
+    task = peerlib.FAULTS[fault][1]
     deadline = time.monotonic() + 300
     while progress(env, ns) < 100:
         if time.monotonic() > deadline or "workers_done" in rec.marks or "failed" in rec.marks:
@@ -653,28 +683,42 @@ def fault_phase(env: Env, rec: Recorder, row: dict, ns: str) -> None:
         time.sleep(0.05)
     with rec.lock:
         victim = next(((uid, p) for uid, p in rec.pods.items() if p["task"] == task and not p["gone"]
-                       and p["phase"] == "Running"), None)
+                       and p["phase"] == "Running" and p["container_running"]), None)
     if victim is None:
         row["fault_error"] = f"no running pod for {task}"
         return
     uid, p = victim
     t = rec.now()
     with rec.lock:
-        rec.victim = {"uid": uid, "task": task, "t": t}
+        rec.victim = {"uid": uid, "task": task, "restarts": p["restarts"], "t": t}
     row["fault_at_step"] = progress(env, ns)
-    log(f"fault: deleting {p['name']} (step {row['fault_at_step']})")
-    d = run([env.kubectl, "delete", "pod", p["name"], "-n", ns, "--wait=false"], env=env.user_env)
+    if fault == "crash":
+        log(f"fault: killing the training process of {p['name']} (step {row['fault_at_step']})")
+        d = run([env.kubectl, "exec", p["name"], "-n", ns, "-c", "tensorflow", "--", *peerlib.CRASH],
+                env=env.user_env)
+        if not d.rc and d.out.strip():  # when the signal went, after the command's start
+            row["fault_lag_s"] = float(d.out.split()[-1]) - rec.wall0 - t
+    else:
+        log(f"fault: deleting {p['name']} (step {row['fault_at_step']})")
+        d = run([env.kubectl, "delete", "pod", p["name"], "-n", ns, "--wait=false"], env=env.user_env)
     if d.rc:
         row["fault_error"] = d.first_error()
         return
     end = rec.wait(["done_seen", "failed"], 480)
     if end == "done_seen":
         rec.wait(["ps_gone"], 120)
-    rec.wait(["victim_gone"], 60)
+    if fault != "crash":  # a crashed pod stays (tfhelm's Job keeps its failed pods)
+        rec.wait(["victim_gone"], 60)
     m = rec.marks
     for key in ("victim_stopped", "victim_gone", "replacement_running", "done_seen"):
         if key in m:
             row[f"{'done_after_fault' if key == 'done_seen' else key}_s"] = m[key] - t
+    # Back in a session: the task's first `start` record after the fault (the example writes
+    # one each time a session is made). A PS writes none: worker 0's, the chief that restores.
+    again = peerlib.first_after(records(env, ns, "worker-1" if task[0] == "worker" else "worker-0"),
+                                "start", rec.wall0 + t)
+    if again is not None:
+        row["session_again_s"] = again - rec.wall0 - t
 
 
 def delete_namespace(env: Env, ns: str) -> None:
@@ -688,18 +732,28 @@ def delete_namespace(env: Env, ns: str) -> None:
 def markdown(res: dict) -> str:
     m = res["machine"]
     clients = [c for c, _, _, _ in CLIENTS] + [KCM]
+    loads = [(part, peerlib.load_range(res.get(part, []))) for part in ("real", "faults", "kwok")]
+    loads = ", ".join(f"{part} {r}" for part, r in loads if r)
     lines = [f"Measured {m['date']} at {m['commit']} on {m['cpu']}, {m['cores']} cores, {m['memory_gib']} GiB; "
              f"Kubernetes {m['kubernetes']} (local: real nodes and kwok nodes), helm {m['helm']}, "
              f"training-operator {res['operator_version']}; load average {m['load_average_at_start']:.1f} at start, "
-             f"{res.get('load_average_at_end', 0):.1f} at the end{' (quick run)' if res['quick'] else ''}. "
-             f"Medians; tfhelm / TFJob < 1 means tfhelm takes less. \"Complete\" is seen to about 1.3 s "
-             f"(CoreDNS is asked a round of names every 1.3 s, never from a negative answer it cached for "
-             f"the bench); kube-controller-manager does the Job, Deployment, ReplicaSet, EndpointSlice and "
-             f"garbage-collection work for both sides.", ""]
+             f"{res.get('load_average_at_end', 0):.1f} at the end"
+             f"{f' (1 min, at the submits: {loads})' if loads else ''}{' (quick run)' if res['quick'] else ''}. "
+             f"Median (min–max) of the runs; tfhelm / TFJob, of the medians, < 1 means tfhelm takes less. "
+             f"\"Records\" are the example's own (its metrics lines on the logs volume, with the pod's clock, "
+             f"the host's); the DNS row is seen to about 1.3 s (CoreDNS is asked a round of names every "
+             f"1.3 s, never from a negative answer it cached for the bench); kube-controller-manager does the "
+             f"Job, Deployment, ReplicaSet, EndpointSlice and garbage-collection work for both sides.", ""]
+    if res.get("format", 1) >= 2:
+        tfjob = ("a TFJob as its user would write it for the same image, launcher, script, volumes, "
+                 "security contexts and resources (none of tfhelm's PS readiness probe, DNS options, "
+                 "tolerations, gRPC keepalive or other chart settings: bench/peerlib.py)")
+    else:
+        tfjob = "tfhelm's render as a TFJob, its PS readiness probe and DNS options kept (an older run)"
     if res.get("real"):
         lines += [f"**Real nodes**: {REAL['workers']} workers, {REAL['ps']} PS, `examples/ps_between_graph.py "
                   f"--steps {res['steps']}`, {res['reps']} runs each way, alternating. tfhelm: `tfhelm up` with the "
-                  f"in-cluster reaper, grace 0. TFJob: `kubectl create -f` of tfhelm's render as a TFJob "
+                  f"in-cluster reaper, grace 0. TFJob: `kubectl create -f` of {tfjob} "
                   f"(successPolicy AllWorkers, cleanPodPolicy Running, Worker restartPolicy "
                   f"{res.get('tfjob_worker_restart', 'OnFailure')}, PS {res.get('tfjob_ps_restart', 'Always')}).", ""]
         lines += peerlib.table(res["real"], peerlib.TIME_ROWS + peerlib.COUNT_ROWS, clients)
@@ -708,25 +762,30 @@ def markdown(res: dict) -> str:
             lines += ["", "Runs that did not succeed: " + "; ".join(
                 f"{r['who']} rep {r['rep']}: {r.get('error') or r.get('marks')}" for r in failed)]
     if res.get("faults"):
-        lines += ["", "**Faults** (real nodes, same workload): the pod deleted with `kubectl delete pod` once "
-                  "worker 0 reported step 100; seconds after the delete command. Stopped: the pod's phase "
-                  "Failed/Succeeded (its container exited) or the pod gone.", ""]
+        lines += ["", "**Faults** (real nodes, same workload), once worker 0 recorded step 100: a pod deleted "
+                  "with `kubectl delete pod`, or worker 1's training process killed in its running pod "
+                  "(`kubectl exec` into the container: SIGKILL to the launcher's child, as the OOM killer would; "
+                  "the launcher exits 137, the pod is not deleted). Seconds after the fault command starts. "
+                  "Stopped: the task's container exited, or its pod is gone. Running again: a new pod of the task "
+                  "or the same pod's container restarted. In a session again: the task's first `start` record "
+                  "after the fault (the PS writes none: worker 0's). Training done: the job's done condition.", ""]
         lines += peerlib.fault_rows(res["faults"])
-        why = [f"{'tfhelm' if r['who'] == 'tfhelm' else 'TFJob'}, {r['fault']} deleted: {r['failure'].rstrip('.')}"
-               for r in res["faults"] if r.get("failure")]
+        why = [f"{'tfhelm' if r['who'] == 'tfhelm' else 'TFJob'}, {peerlib.FAULTS[r['fault']][0]}: "
+               f"{r['failure'].rstrip('.')}" for r in res["faults"] if r.get("failure")]
         if why:
             lines += ["", "Why a job failed (its Failed condition): " + "; ".join(why) + "."]
     for extra in res.get("extra_faults", []):
         lines += ["", f"The same faults with the TFJob's restartPolicy Worker {extra.get('tfjob_worker_restart', 'OnFailure')}, "
                   f"PS {extra.get('tfjob_ps_restart', 'Always')} (run {extra['date']}; tfhelm's rows above):", ""]
         lines += peerlib.fault_rows([r for r in extra["faults"] if r["who"] == "tfjob"])
-        why = [f"{r['fault']} deleted: {r['failure'].rstrip('.')}" for r in extra["faults"] if r.get("failure")]
+        why = [f"{peerlib.FAULTS[r['fault']][0]}: {r['failure'].rstrip('.')}"
+               for r in extra["faults"] if r.get("failure")]
         if why:
             lines += ["", "Why it failed: " + "; ".join(why) + "."]
     for n in sorted({r["workers"] for r in res.get("kwok", [])}):
         rs = [r for r in res["kwok"] if r["workers"] == n]
-        lines += ["", f"**kwok nodes, N = {n:,} workers, {KWOK_PS} PS** (pods stay Running):", ""]
-        lines += peerlib.table(rs, peerlib.TIME_ROWS[:3] + peerlib.COUNT_ROWS, clients)
+        lines += ["", f"**kwok nodes, N = {n:,} workers, {KWOK_PS} PS** (pods stay Running, run nothing):", ""]
+        lines += peerlib.table(rs, peerlib.KWOK_TIME_ROWS + peerlib.COUNT_ROWS, clients)
     merged = "".join(f"; with the runs of {m['file']} ({m['date']})" for m in res.get("merged", []))
     lines += ["", f"Bench time: {res['seconds'] / 60:.1f} min{merged}."]
     return "\n".join(lines) + "\n"
@@ -753,7 +812,7 @@ def update_readme(md: str) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python bench/peer.py", description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help=f"kwok N {QUICK_KWOK} instead of {FULL_KWOK}")
-    parser.add_argument("--reps", type=int, default=3, help="runs each way on the real nodes (default 3)")
+    parser.add_argument("--reps", type=int, default=5, help="runs each way on the real nodes (default 5)")
     parser.add_argument("--steps", type=int, default=600)
     parser.add_argument("--parts", default="real,faults,kwok", help="which parts to run (comma-separated)")
     parser.add_argument("--sizes", help="kwok N, comma-separated (instead of the defaults)")
@@ -768,19 +827,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--from-json", type=Path, help="measure nothing: write the report of this results file")
     parser.add_argument("--merge", type=Path, action="append", default=[],
                         help="with --from-json: add the runs of another results file (same settings) to the medians")
-    parser.add_argument("--fault-reps", type=int, default=1, help="runs each way of each fault (default 1)")
+    parser.add_argument("--fault-reps", type=int, default=1,
+                        help=f"runs each way of each fault ({', '.join(peerlib.FAULTS)}; default 1)")
     parser.add_argument("--extra-faults", type=Path, action="append", default=[],
                         help="with --from-json: add the TFJob fault rows of another run (e.g. --tfjob-worker-restart ExitCode)")
     args = parser.parse_args(argv)
     if args.from_json:
-        res = json.loads(args.from_json.read_text())
+        res = peerlib.upgrade(json.loads(args.from_json.read_text()))
         for f in args.merge:
-            more = json.loads(f.read_text())
+            more = peerlib.upgrade(json.loads(f.read_text()))
             for part in ("real", "faults", "kwok"):
                 res[part] += more.get(part, [])
             res.setdefault("merged", []).append({"file": f.name, "date": more["machine"]["date"]})
-        res["extra_faults"] = [dict(json.loads(f.read_text()), date=json.loads(f.read_text())["machine"]["date"])
-                               for f in args.extra_faults]
+        extra = [peerlib.upgrade(json.loads(f.read_text())) for f in args.extra_faults]
+        res["extra_faults"] = [dict(e, date=e["machine"]["date"]) for e in extra]
         md = save(res, args.out, args.prefix or args.from_json.stem)
         if args.readme:
             update_readme(md)
@@ -789,7 +849,8 @@ def main(argv: list[str] | None = None) -> int:
     parts = set(args.parts.split(","))
     kwok = [int(n) for n in args.sizes.split(",")] if args.sizes else QUICK_KWOK if args.quick else FULL_KWOK
     prefix = args.prefix or ("peer-quick" if args.quick else "peer")
-    res: dict = {"quick": args.quick, "reps": args.reps, "steps": args.steps, "parts": sorted(parts),
+    res: dict = {"format": peerlib.RESULTS_FORMAT, "quick": args.quick, "reps": args.reps, "steps": args.steps,
+                 "parts": sorted(parts),
                  "kwok_sizes": kwok, "operator_version": "v1.8.1", "real": [], "faults": [], "kwok": []}
     versions = (REPO / "mk" / "versions.mk").read_text()
     res["operator_version"] = next((line.split(":=")[1].strip() for line in versions.splitlines()
@@ -813,10 +874,10 @@ def main(argv: list[str] | None = None) -> int:
                         res["real"].append(one_run(env, who, real=True, steps=args.steps, rep=i, **REAL))
                         save(res | {"seconds": time.monotonic() - scale.T0}, args.out, prefix)
             if "faults" in parts:
-                for i, fault in enumerate(("worker", "ps") * args.fault_reps):
+                for i, fault in enumerate(list(peerlib.FAULTS) * args.fault_reps):
                     for who in order(i):
                         res["faults"].append(one_run(env, who, real=True, steps=args.steps, fault=fault,
-                                                     rep=i // 2, **REAL))
+                                                     rep=i // len(peerlib.FAULTS), **REAL))
                         save(res | {"seconds": time.monotonic() - scale.T0}, args.out, prefix)
             if "kwok" in parts:
                 values = Path(tmp) / "bench-values.yaml"

@@ -27,7 +27,7 @@ $(TFJOB_CRD): mk/versions.mk
 	fi; \
 	install -m 0644 "$$cache/kubeflow.org_tfjobs.yaml" $@
 
-bench-peer: install testenv node images training-operator ## tfhelm vs TFJob: real node (4 workers, 1 PS, 600 steps, 3 reps), kwok N=256/1,024, faults (~15 min; PEER_ARGS="--reps 5")
+bench-peer: install testenv node images training-operator ## tfhelm vs TFJob: real node (4 workers, 1 PS, 600 steps, 5 reps), faults (pod deleted, process killed in place), kwok N=256/1,024 (~22 min on 2 cores; PEER_ARGS="--fault-reps 3")
 	$(PY) bench/peer.py $(PEER_ARGS)
 
 bench-peer-quick: install testenv node images training-operator ## The peer bench with kwok N=32 and 128 instead of 256 and 1,024

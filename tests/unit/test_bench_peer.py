@@ -1,10 +1,13 @@
 """The peer bench's pure parts (bench/peerlib.py): the TFJob it builds from tfhelm's render has
-the same pod spec and volumes and only what TFJob sets itself taken out; pods of both kinds
-map to their tasks; the DNS bytes, the request counts and the table are right."""
+the same image, script, volumes, security and resources, without what TFJob sets itself or what
+only tfhelm's chart writes; pods of both kinds map to their tasks; the example's records give
+the training times; the DNS bytes, the request counts and
+the tables are right."""
 
 from __future__ import annotations
 
 import copy
+import json
 import struct
 import sys
 from pathlib import Path
@@ -31,7 +34,11 @@ def pod_template(role: str) -> dict:
         "ports": ports,
         "env": [index, {"name": "TFHELM_TASK_TYPE", "value": role}, {"name": "TFHELM_CLUSTER", "value": "peer"},
                 {"name": "TFHELM_CLUSTER_SPEC_FILE", "value": "/etc/tfhelm/cluster-spec.json"},
-                {"name": "TFHELM_LOG_DIR", "value": "/log/peer"}],
+                {"name": "TFHELM_LOG_DIR", "value": "/log/peer"}, {"name": "HOME", "value": "/tmp"},
+                {"name": "TFHELM_POD_UID", "valueFrom": {"fieldRef": {"fieldPath": "metadata.uid"}}},
+                {"name": "TF_GRPC_DEFAULT_OPTIONS", "value": "grpc.keepalive_time_ms=10000"}]
+               + ([{"name": "TFHELM_STOP_DELAY", "value": "10"}] if role == "ps" else []),
+        "terminationMessagePolicy": "FallbackToLogsOnError",
         "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
         "resources": {"requests": {"cpu": "100m"}},
         "volumeMounts": [{"name": "tfhelm-config", "mountPath": "/etc/tfhelm"}, {"name": "logs", "mountPath": "/log"}],
@@ -39,6 +46,10 @@ def pod_template(role: str) -> dict:
     if role == "ps":
         container["readinessProbe"] = {"tcpSocket": {"port": "tf"}}
     spec = {"containers": [container], "securityContext": {"runAsNonRoot": True},
+            "automountServiceAccountToken": False, "enableServiceLinks": False, "terminationGracePeriodSeconds": 30,
+            "dnsConfig": {"options": [{"name": "ndots", "value": "1"}]},
+            "tolerations": [{"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute",
+                             "tolerationSeconds": 10}],
             "volumes": [{"name": "tfhelm-config", "configMap": {"name": f"peer{'-ps' if role == 'ps' else ''}-tfconfig"}},
                         {"name": "logs", "persistentVolumeClaim": {"claimName": "peer-logs"}}]}
     if role != "ps":
@@ -66,7 +77,7 @@ def render() -> list[dict]:
     ]
 
 
-def test_the_tfjob_has_tfhelms_pod_spec_and_volumes_without_what_tfjob_sets_itself():
+def test_the_tfjob_is_what_its_user_writes_for_the_same_image_script_and_volumes():
     docs = render()
     before = copy.deepcopy(docs)
     out = peerlib.tfjob_manifests(docs, "peer", "team-a", workers=4, ps=2)
@@ -86,14 +97,15 @@ def test_the_tfjob_has_tfhelms_pod_spec_and_volumes_without_what_tfjob_sets_itse
         source, t = pod_template(role), specs[key]["template"]
         assert t["spec"]["volumes"] == source["spec"]["volumes"]
         assert t["spec"]["securityContext"] == source["spec"]["securityContext"]
-        assert "restartPolicy" not in t["spec"] and "subdomain" not in t["spec"]
+        # TFJob's own, then the chart's tuning (a Ready-only Service waits for a readiness probe)
+        assert set(t["spec"]) == {"containers", "volumes", "securityContext", "automountServiceAccountToken"}
         c, s = t["spec"]["containers"][0], source["spec"]["containers"][0]
         for field in ("image", "command", "args", "resources", "securityContext", "volumeMounts"):
             assert c[field] == s[field], field
-        assert [e["name"] for e in c["env"]] == ["TFHELM_CLUSTER", "TFHELM_LOG_DIR"]
-        assert [p["name"] for p in c["ports"]] == ["tfjob-port", "metrics"]
+        assert "readinessProbe" not in c and "terminationMessagePolicy" not in c
+        assert [e["name"] for e in c["env"]] == ["TFHELM_LOG_DIR", "HOME"]  # the script's own
+        assert c["ports"] == [{"name": "tfjob-port", "containerPort": 2222}]
         assert t["metadata"] == {"annotations": {"team": "a"}}  # no tfhelm labels, no checksum
-    assert specs["PS"]["template"]["spec"]["containers"][0]["readinessProbe"] == {"tcpSocket": {"port": "tfjob-port"}}
 
 
 def test_without_ps_the_tfjob_has_only_workers():
@@ -182,30 +194,56 @@ def test_the_table_has_medians_per_side_and_their_ratio():
             run_("tfhelm", 12.0, 3, {"user": 50, "operator": 0}), run_("tfjob", None, 5, {"user": 3, "operator": 200})]
     rows = peerlib.table(runs, peerlib.TIME_ROWS + peerlib.COUNT_ROWS, ["user", "operator"])
     assert rows[:2] == ["| | tfhelm | TFJob | tfhelm / TFJob |", "|---|---:|---:|---:|"]
-    assert "| submit → all task pods Running | 12.0 s | 30.0 s | 0.40× |" in rows  # None left out of a median
-    assert "| Services | 3 | 5 | 0.60× |" in rows
-    assert "| requests: user | 50 | 3 | 16.67× |" in rows
-    assert "| requests: operator | 0 | 200 | 0.00× |" in rows
-    assert "| requests: all counted clients | 50 | 203 | 0.25× |" in rows
+    # median (min–max), None left out
+    assert "| submit → all task pods Running | 12.0 s (10.0–30.0 s) | 30.0 s (20.0–40.0 s) | 0.40× |" in rows
+    assert "| Services | 3 | 5 | 0.60× |" in rows  # all equal: one number
+    assert "| requests: user | 50 (40–60) | 3 (2–4) | 16.67× |" in rows
+    assert "| requests: operator | 0 | 200 (100–300) | 0.00× |" in rows
+    assert "| requests: all counted clients | 50 (40–60) | 203 (102–304) | 0.25× |" in rows
     assert not any("PS gone" in r for r in rows)  # no side measured it: no row
 
 
 def test_fault_rows_say_whether_the_job_survived():
     runs = [{"who": "tfhelm", "fault": "ps", "succeeded": True, "victim_stopped_s": 1.0, "victim_gone_s": 1.5,
-             "replacement_running_s": 4.0, "done_after_fault_s": 60.0, "worker_restarts": 4},
-            {"who": "tfjob", "fault": "ps", "succeeded": False, "victim_gone_s": 2.0}]
+             "replacement_running_s": 4.0, "session_again_s": 9.0, "done_after_fault_s": 60.0, "worker_restarts": 4},
+            {"who": "tfjob", "fault": "ps", "succeeded": False, "victim_gone_s": 2.0},
+            {"who": "tfjob", "fault": "crash", "succeeded": True, "victim_stopped_s": 0.5, "replacement_running_s": 1.0,
+             "session_again_s": 8.0, "done_after_fault_s": 40.0, "worker_restarts": 1},
+            {"who": "tfjob", "fault": "crash", "succeeded": False, "victim_stopped_s": 0.7, "worker_restarts": 1}]
     rows = peerlib.fault_rows(runs)
-    assert rows[2] == "| ps 0 | tfhelm | 1/1 | 1.00 s | 1.50 s | 4.00 s | 60.0 s | 4 |"
-    assert rows[3] == "| ps 0 | TFJob | 0/1 | - | 2.00 s | - | - | - |"
+    assert len(rows) == 5 and rows[0].count("|") == rows[1].count("|") == rows[2].count("|")
+    assert rows[2] == "| PS 0 pod deleted | tfhelm | 1/1 | 1.00 s | 1.50 s | 4.00 s | 9.00 s | 60.0 s | 4 |"
+    assert rows[3] == "| PS 0 pod deleted | TFJob | 0/1 | - | 2.00 s | - | - | - | - |"
+    assert rows[4] == ("| worker 1's process killed, pod kept | TFJob | 1/2 | 0.60 s (0.50–0.70 s) | - | 1.00 s "
+                       "| 8.00 s | 40.0 s | 1 |")
 
 
-def test_readme_section_between_markers():
-    text = "a\n<!-- b -->\nold\n<!-- /b -->\nz\n"
-    assert peerlib.replace_between(text, "<!-- b -->", "<!-- /b -->", "new\n") == "a\n<!-- b -->\nnew\n<!-- /b -->\nz\n"
-    assert peerlib.replace_between("no markers", "<!-- b -->", "<!-- /b -->", "x") is None
+def test_spread_gives_the_unit_once_and_the_load_its_range():
+    assert peerlib.spread([3.0, 1.9, None, 2.1], peerlib.fmt_s) == "2.10 s (1.90–3.00 s)"
+    assert peerlib.spread([900, 2048], peerlib.fmt_bytes) == "1.44 KiB (900 B–2 KiB)"
+    assert peerlib.spread([None], peerlib.fmt_s) == "-"
+    assert peerlib.load_range([{"load_at_submit": 2.26}, {"load_at_submit": 0.5}, {}]) == "0.5–2.3"
+    assert peerlib.load_range([{}]) is None
 
 
-def test_the_tfjobs_restart_policies_are_options():
-    specs = peerlib.tfjob_manifests(render(), "peer", "x", 2, 1, worker_restart="ExitCode",
-                                    ps_restart="ExitCode")[-1]["spec"]["tfReplicaSpecs"]
-    assert (specs["Worker"]["restartPolicy"], specs["PS"]["restartPolicy"]) == ("ExitCode", "ExitCode")
+def test_older_results_keep_their_dns_complete_as_the_dns_row():
+    old = {"real": [{"complete_s": 13.1}], "faults": [{"complete_s": 4.0, "names_s": 3.0}]}
+    assert peerlib.upgrade(old) == {"real": [{"names_s": 13.1}], "faults": [{"complete_s": 4.0, "names_s": 3.0}]}
+    new = {"format": peerlib.RESULTS_FORMAT, "real": [{"complete_s": 20.0}]}
+    assert peerlib.upgrade(new)["real"] == [{"complete_s": 20.0}]
+
+
+def rec(event, t, **more):
+    return {"event": event, "task": "w", "pod": "p", "time": t, **more}
+
+
+def test_training_times_come_from_the_examples_own_records():
+    text = "\n".join(json.dumps(r) for r in (rec("start", 105.0, step=0), rec("step", 106.0, step=1))) + '\n{"event": "st'
+    w0 = peerlib.parse_records(text + "\n" + json.dumps(rec("done", 130.0)))  # a half-written line is left out
+    assert [r["event"] for r in w0] == ["start", "step", "done"]
+    w1 = [rec("start", 107.0), rec("step", 108.5), rec("start", 120.0), rec("step", 121.0), rec("done", 133.0)]
+    times = peerlib.training_times({"worker-0": w0, "worker-1": w1}, 2, t0=100.0)
+    assert times == {"first_step_s": 6.0, "complete_s": 8.5, "done_record_s": 33.0, "train_s": 27.0}
+    # a worker that never stepped: no complete, no training time
+    assert peerlib.training_times({"worker-0": w0}, 2, t0=100.0) == {"first_step_s": 6.0}
+    assert peerlib.first_after(w1, "start", 110.0) == 120.0 and peerlib.first_after(w1, "start", 121.0) is None

@@ -1,86 +1,31 @@
-"""The Kubernetes API, through the official client: only what the CLI needs."""
+"""The Kubernetes API, through the official client: only what the CLI needs. Which cluster
+and namespace: tfhelm/kubeconfig.py; watches another thread stops: tfhelm/watches.py."""
 
 from __future__ import annotations
 
 import json
-import os
 import re
-import threading
 import time
 from dataclasses import dataclass
 from datetime import datetime
 from functools import cached_property
 from typing import Callable, Iterator, TypeVar
 
-from kubernetes import client, config
+from kubernetes import client
 from kubernetes.client.rest import ApiException
 from urllib3.exceptions import HTTPError
 
 from tfhelm.apierrors import access_denied, api_error, api_message
 from tfhelm.contract import CLUSTER_LABEL, KUEUE_JOB_UID, ROLE_LABEL
-from tfhelm.errors import AdmissionRefused, ClusterUnreachable, Forbidden, Gone, SpecError, TfhelmError, TimedOut
+from tfhelm.errors import AdmissionRefused, ClusterUnreachable, Forbidden, Gone, TfhelmError, TimedOut
 from tfhelm.jsonobject import JsonObject
+from tfhelm.kubeconfig import load_config
 from tfhelm.pod.apiserver import MERGE_PATCH, METADATA_LIST, METADATA_WATCH, SUCCEEDED  # both doors ask alike
+from tfhelm.watches import Watches
 
 # Items per page of a raw list: one page is in memory at a time (100 pods: ~1 MB of JSON;
 # at 500 the peak RSS of `status` at 1,024 pods was 107 MiB, at 100 it is 64 MiB, same CPU).
 PAGE = 100
-# The kubeconfig context, shared with Helm: `tfhelm --kube-context` sets it, and Helm itself
-# reads it, so the API client and every helm call talk to the same cluster.
-CONTEXT_ENV = "HELM_KUBECONTEXT"
-
-
-def _kubeconfig(kubeconfig: str | None) -> str | None:
-    return kubeconfig or os.environ.get("KUBECONFIG")
-
-
-def _context() -> str | None:
-    return os.environ.get(CONTEXT_ENV) or None
-
-
-def _named_context(kubeconfig: str | None) -> dict | None:
-    """The kubeconfig entry of the context asked for (--kube-context); a usage error when the
-    kubeconfig has no such context. None when none was asked for or there is no kubeconfig."""
-    if not _context():
-        return None
-    try:
-        contexts, _ = config.list_kube_config_contexts(config_file=_kubeconfig(kubeconfig))
-    except (config.ConfigException, FileNotFoundError, TypeError):
-        return None
-    found = next((c for c in contexts if c["name"] == _context()), None)
-    if found is None:
-        raise SpecError("--kube-context", f"no context '{_context()}' in the kubeconfig",
-                        f"one of: {', '.join(c['name'] for c in contexts)}")
-    return found
-
-
-def load_config(kubeconfig: str | None = None) -> client.ApiClient:
-    """The kubeconfig (KUBECONFIG or ~/.kube/config), else the in-cluster ServiceAccount."""
-    _named_context(kubeconfig)
-    try:
-        # KUBECONFIG read now, not when the kubernetes package was imported.
-        return config.new_client_from_config(config_file=_kubeconfig(kubeconfig), context=_context())
-    except (config.ConfigException, FileNotFoundError, TypeError) as err:
-        try:
-            config.load_incluster_config()
-            return client.ApiClient()
-        except config.ConfigException:
-            raise ClusterUnreachable(f"no kubeconfig: {err}") from err
-
-
-def current_namespace(kubeconfig: str | None = None) -> str:
-    try:
-        active = _named_context(kubeconfig) or config.list_kube_config_contexts(
-            config_file=_kubeconfig(kubeconfig))[1]
-        return active.get("context", {}).get("namespace") or "default"
-    except (config.ConfigException, FileNotFoundError, TypeError):
-        try:
-            with open("/var/run/secrets/kubernetes.io/serviceaccount/namespace") as f:
-                return f.read().strip()
-        except OSError:
-            return "default"
-
-
 # The field manager Helm 4 applies with (server-side apply): a dry run under the same name
 # conflicts only with fields someone else changed since.
 HELM_FIELD_MANAGER = "helm"
@@ -98,52 +43,6 @@ def apply_conflicts(message: str) -> str | None:
         return ""
     fields = re.findall(r"(?<!\S)(\.\S+)", re.sub(r'conflicts? with "[^"]*"', "", m.group(1)))
     return f"{', '.join(fields) or 'fields'} changed by {', '.join(sorted(managers))}"
-
-
-class Watches:
-    """Watches (the client's Watch) that `stop()` ends from another thread: the one running
-    now and any later one. Watch.stop() shuts the connection's socket down, which wakes the
-    thread blocked reading it; a watch whose request is still being sent has no connection
-    yet, so a caller asks again until its thread ended."""
-
-    def __init__(self) -> None:
-        self._open: set = set()
-        self._stopped = False
-        self._lock = threading.Lock()
-
-    def stream(self, func, *args, resource_version: str, timeout: int,
-               **kwargs) -> Iterator[tuple[str, dict | None, str]]:
-        """Yields (type, object as the API's JSON or None for a bookmark, resourceVersion);
-        raises Gone on 410."""
-        from kubernetes import watch
-
-        w = watch.Watch(return_type="object")
-        with self._lock:
-            if self._stopped:  # stopped before this watch began
-                return
-            self._open.add(w)
-        try:
-            for ev in w.stream(func, *args, resource_version=resource_version, allow_watch_bookmarks=True,
-                               timeout_seconds=timeout, _request_timeout=(10, timeout + 30), **kwargs):
-                yield ev["type"], None if ev["type"] == "BOOKMARK" else ev["object"], w.resource_version
-        except ApiException as e:
-            if e.status == 410:
-                raise Gone(str(e.reason)) from e
-            raise
-        finally:
-            with self._lock:
-                self._open.discard(w)
-
-    @property
-    def stopped(self) -> bool:
-        return self._stopped
-
-    def stop(self) -> None:
-        with self._lock:
-            self._stopped = True
-            running = list(self._open)
-        for w in running:
-            w.stop()
 
 
 @dataclass

@@ -20,7 +20,7 @@ from tfhelm.cluster import gitops, report, tasklogs
 from tfhelm.cluster.deploy import plan
 from tfhelm.cluster.values import ClusterOptions
 from tfhelm.errors import SpecError
-from tfhelm.kube import current_namespace, load_config
+from tfhelm.kubeconfig import current_namespace, load_config
 from tfhelm.output import plain_columns
 
 REPO = Path(__file__).resolve().parents[2]

@@ -1,10 +1,10 @@
 """The package's imports go one way (docs/ARCHITECTURE.md): the CLI -> its commands -> the
 Python API (tfhelm.api, and the package's front door `tfhelm`) -> the domains (workspace and
-reaper build on cluster, never the reverse) -> the two doors (helm.py, kube.py) and the
-shared modules, tfhelm.pod (the pods' programs) among them; no cycle, lazy imports included.
-Only the doors talk to Helm and to the API server (the pods have their own,
-tfhelm.pod.apiserver), the commands reach them only through the Python API, and what the
-charts ship to pods imports the standard library alone."""
+reaper build on cluster, never the reverse) -> the two doors (helm.py; kube.py with
+kubeconfig.py and watches.py) and the shared modules, tfhelm.pod (the pods' programs) among
+them; no cycle, lazy imports included. Only the doors talk to Helm and to the API server
+(the pods have their own, tfhelm.pod.apiserver), the commands reach them only through the
+Python API, and what the charts ship to pods imports the standard library alone."""
 
 from __future__ import annotations
 
@@ -13,6 +13,10 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[2] / "tfhelm"
 DOMAINS = {"cluster": 0, "workspace": 1, "reaper": 1}  # a domain imports only lower ones
+
+
+# The Kubernetes door: Kube, the kubeconfig, the watches.
+KUBE_DOOR = ("tfhelm.kube", "tfhelm.kubeconfig", "tfhelm.watches")
 
 
 def modules() -> dict[str, ast.Module]:
@@ -118,7 +122,7 @@ def test_the_repository_imports_downward_only():
 
 
 def test_only_the_doors_talk_to_helm_and_to_the_api_server():
-    doors = {"tfhelm.helm": {"subprocess", "pyhelm3"}, "tfhelm.kube": {"kubernetes"}}
+    doors = {"tfhelm.helm": {"subprocess", "pyhelm3"}, **{door: {"kubernetes"} for door in KUBE_DOOR}}
     # Beside the doors: the launcher and local runs start processes (not Helm); errors.py
     # reads the client's exception types, workspace.userspec its quantity parser.
     allowed = {("tfhelm.pod.packages", "subprocess"), ("tfhelm.cluster.localrun", "subprocess"),
@@ -149,7 +153,7 @@ def test_the_cli_starts_without_the_kubernetes_client_or_pyhelm3():
     assert out.strip() == "[]", out  # nor the local runner or the API (run --local, up)
 
 
-DOORS = {"tfhelm.helm", "tfhelm.kube"}
+DOORS = {"tfhelm.helm", *KUBE_DOOR}
 
 
 def test_no_command_talks_to_helm_or_the_api_server_itself():

@@ -11,7 +11,7 @@ from kubernetes import client as k8s
 from tfhelm.api import Status
 from tfhelm.cluster import progress, report, training
 from tfhelm.commands import status
-from tfhelm.kube import JsonObject
+from tfhelm.jsonobject import JsonObject
 
 from .test_cli_output import job, ps
 

@@ -48,7 +48,7 @@ def ps(cluster, i, ns="team-a", ready=1):
 
 
 def pod(name, role, index, phase="Running"):
-    """A pod as the API's JSON (what `Kube.task_pods` yields)."""
+    """A pod as the API's JSON (what `cluster.objects.task_pods` yields)."""
     return {"metadata": {"name": name, "labels": {"tfhelm.io/role": role, "tfhelm.io/task-index": str(index)}},
             "spec": {"nodeName": "n1"}, "status": {"phase": phase}}
 

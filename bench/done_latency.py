@@ -40,7 +40,8 @@ from tfhelm.cluster.spec import Shape  # noqa: E402
 from tfhelm.cluster.values import ClusterOptions  # noqa: E402
 from tfhelm.contract import ROLE_LABEL  # noqa: E402
 from tfhelm.helm import Helm  # noqa: E402
-from tfhelm.kube import Kube, load_config  # noqa: E402
+from tfhelm.kube import Kube  # noqa: E402
+from tfhelm.kubeconfig import load_config  # noqa: E402
 from tfhelm.reaper import KubeReapClient, Reaper, default_config  # noqa: E402
 from tfhelm_dev import localcluster  # noqa: E402
 from reaper_latency import wait  # noqa: E402  (bench/ is on the path: scripts run from it)

@@ -42,7 +42,8 @@ from tfhelm.cluster import deploy  # noqa: E402
 from tfhelm.cluster.values import ClusterOptions  # noqa: E402
 from tfhelm.contract import CLUSTER_LABEL, ROLE_LABEL  # noqa: E402
 from tfhelm.helm import Helm, helm_executable  # noqa: E402
-from tfhelm.kube import Kube, load_config  # noqa: E402
+from tfhelm.kube import Kube  # noqa: E402
+from tfhelm.kubeconfig import load_config  # noqa: E402
 from tfhelm.reaper import KubeReapClient, Reaper, default_config  # noqa: E402
 from tfhelm_dev import localcluster  # noqa: E402
 

@@ -46,7 +46,7 @@ def _global(version: Annotated[bool, typer.Option(
     if kubeconfig:
         os.environ["KUBECONFIG"] = str(kubeconfig)
     if kube_context:
-        from tfhelm.kube import CONTEXT_ENV
+        from tfhelm.kubeconfig import CONTEXT_ENV
 
         os.environ[CONTEXT_ENV] = kube_context
 

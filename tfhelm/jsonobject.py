@@ -1,6 +1,7 @@
 """The API's JSON read like a client model, so the pure code (training.job_row, status)
-takes the objects either door returns: tfhelm.kube's (the CLI) and tfhelm.pod.apiserver's
-(the in-cluster reaper, standard library only)."""
+reads alike what either door returns, plain JSON: tfhelm.kube's (the CLI) and
+tfhelm.pod.apiserver's (the in-cluster reaper, standard library only). The domain code that
+hands objects to the pure code wraps them (tfhelm/cluster/objects.py, the reapers' clients)."""
 
 from __future__ import annotations
 

@@ -102,7 +102,7 @@ def served(server: FakeApiServer) -> Kube:
 
 
 def _is_collection(path: str) -> bool:
-    from tfhelm.kube import _RESOURCES
+    from tfhelm.kuberest import _RESOURCES
 
     return path.rsplit("/", 1)[-1] in {resource for _, resource in _RESOURCES.values()}
 

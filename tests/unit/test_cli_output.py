@@ -20,7 +20,7 @@ from tfhelm.cluster import gitops, report, tasklogs
 from tfhelm.cluster.deploy import plan
 from tfhelm.cluster.values import ClusterOptions
 from tfhelm.errors import SpecError
-from tfhelm.kube import current_namespace, load_config
+from tfhelm.kubeconfig import current_namespace, load_config
 from tfhelm.output import plain_columns
 
 REPO = Path(__file__).resolve().parents[2]
@@ -48,7 +48,7 @@ def ps(cluster, i, ns="team-a", ready=1):
 
 
 def pod(name, role, index, phase="Running"):
-    """A pod as the API's JSON (what `Kube.task_pods` yields)."""
+    """A pod as the API's JSON (what `cluster.objects.task_pods` yields)."""
     return {"metadata": {"name": name, "labels": {"tfhelm.io/role": role, "tfhelm.io/task-index": str(index)}},
             "spec": {"nodeName": "n1"}, "status": {"phase": phase}}
 

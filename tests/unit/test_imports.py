@@ -1,10 +1,11 @@
 """The package's imports go one way (docs/ARCHITECTURE.md): the CLI -> its commands -> the
 Python API (tfhelm.api, and the package's front door `tfhelm`) -> the domains (workspace and
-reaper build on cluster, never the reverse) -> the two doors (helm.py, kube.py) and the
-shared modules, tfhelm.pod (the pods' programs) among them; no cycle, lazy imports included.
-Only the doors talk to Helm and to the API server (the pods have their own,
-tfhelm.pod.apiserver), the commands reach them only through the Python API, and what the
-charts ship to pods imports the standard library alone."""
+reaper build on cluster, never the reverse) -> the two doors (helm.py; kube.py with
+kuberest.py, kubeconfig.py and watches.py) and the shared modules, tfhelm.pod (the pods'
+programs) among them; no cycle, lazy imports included. Only the doors talk to Helm and to
+the API server (the pods have their own, tfhelm.pod.apiserver), the commands reach them
+only through the Python API, and what the charts ship to pods imports the standard library
+alone."""
 
 from __future__ import annotations
 
@@ -13,6 +14,10 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[2] / "tfhelm"
 DOMAINS = {"cluster": 0, "workspace": 1, "reaper": 1}  # a domain imports only lower ones
+
+
+# The Kubernetes door: Kube, the requests by kind it builds on, the kubeconfig, the watches.
+KUBE_DOOR = ("tfhelm.kube", "tfhelm.kuberest", "tfhelm.kubeconfig", "tfhelm.watches")
 
 
 def modules() -> dict[str, ast.Module]:
@@ -118,7 +123,7 @@ def test_the_repository_imports_downward_only():
 
 
 def test_only_the_doors_talk_to_helm_and_to_the_api_server():
-    doors = {"tfhelm.helm": {"subprocess", "pyhelm3"}, "tfhelm.kube": {"kubernetes"}}
+    doors = {"tfhelm.helm": {"subprocess", "pyhelm3"}, **{door: {"kubernetes"} for door in KUBE_DOOR}}
     # Beside the doors: the launcher and local runs start processes (not Helm); errors.py
     # reads the client's exception types, workspace.userspec its quantity parser.
     allowed = {("tfhelm.pod.packages", "subprocess"), ("tfhelm.cluster.localrun", "subprocess"),
@@ -149,7 +154,7 @@ def test_the_cli_starts_without_the_kubernetes_client_or_pyhelm3():
     assert out.strip() == "[]", out  # nor the local runner or the API (run --local, up)
 
 
-DOORS = {"tfhelm.helm", "tfhelm.kube"}
+DOORS = {"tfhelm.helm", *KUBE_DOOR}
 
 
 def test_no_command_talks_to_helm_or_the_api_server_itself():
@@ -221,3 +226,12 @@ def test_the_cli_imports_from_the_pods_programs_only_what_it_needs():
     code = "import sys, tfhelm.cli; print(sorted(m for m in sys.modules if m.startswith('tfhelm.pod')))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert set(eval(out)) <= {"tfhelm.pod", "tfhelm.pod.tfconfig"}, out
+
+
+def test_the_kubernetes_door_answers_in_the_apis_json():
+    """Kube returns one shape, plain dicts: reading JSON like a client model (JsonObject) is
+    the domains' business, and so is which objects are a TF cluster's (cluster/objects.py)."""
+    graph = imports(modules())
+    assert not [(door, dep) for door in KUBE_DOOR for dep in graph[door]
+                if dep in ("tfhelm.jsonobject", "tfhelm.cluster", "tfhelm.cluster.objects")]
+    assert "tfhelm.jsonobject" in graph["tfhelm.cluster.objects"]

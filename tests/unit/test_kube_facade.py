@@ -1,13 +1,14 @@
 """The Kube facade's one error idiom (a missing object is None or False; a refusal a typed
-error naming the object), and what is built on it: the install lock, `tfhelm logs`, the
-reaper's requests."""
+error naming the object) and one shape (the API's JSON), and what is built on it: a
+cluster's objects (tfhelm/cluster/objects.py), the install lock, `tfhelm logs`, the reaper's
+requests."""
 
 import time
 from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from tfhelm.cluster import lock, report, tasklogs, training
+from tfhelm.cluster import lock, objects, report, tasklogs, training
 from tfhelm.contract import CLUSTER_LABEL, ROLE_LABEL, TASK_INDEX_LABEL
 from tfhelm.errors import ClusterUnreachable, Forbidden, TfhelmError
 from tfhelm.reaper import KubeReapClient, event_name
@@ -72,8 +73,9 @@ def test_the_clusters_objects_in_the_same_idiom():
     for name, cluster in (("c-logs", "c"), ("c-data", "c"), ("other-logs", "other")):
         server.put(f"/api/v1/namespaces/ns/persistentvolumeclaims/{name}",
                    {"metadata": {"name": name, "labels": {CLUSTER_LABEL: cluster}}})
-    assert kube.pvc_names("ns", "c") == {"c-logs", "c-data"}
-    assert sorted(kube.delete_pvcs("ns", "c")) == ["c-data", "c-logs"] and kube.pvc_names("ns", "c") == set()
+    assert objects.pvc_names(kube, "ns", "c") == {"c-logs", "c-data"}
+    assert sorted(objects.delete_pvcs(kube, "ns", "c")) == ["c-data", "c-logs"]
+    assert objects.pvc_names(kube, "ns", "c") == set()
     assert kube.delete_pvc("ns", "c-logs") is False
     assert kube.delete_namespace("ns") is True and kube.delete_namespace("ns") is False
 
@@ -83,14 +85,14 @@ def test_a_list_refused_or_a_server_away_is_one_typed_error():
     server.refuse["GET /apis/batch/v1/namespaces/ns/jobs"] = (
         403, 'jobs.batch is forbidden: User "bob" cannot list resource "jobs" in API group "batch"')
     with pytest.raises(Forbidden, match="jobs in ns: forbidden \\(403\\)"):
-        served(server).tf_workloads("ns")
+        objects.tf_workloads(served(server), "ns")
     with pytest.raises(Forbidden, match="jobs in ns: forbidden"):
-        list(served(server).objects("ns", "c").jobs)
+        list(objects.of(served(server), "ns", "c").jobs)
     server.down = True
     with pytest.raises(ClusterUnreachable, match="fake-apiserver: MaxRetryError \\(the API server's version\\)"):
         served(server).ping()
     with pytest.raises(ClusterUnreachable, match="\\(pods in ns\\)"):
-        next(served(server).task_pods("ns", "c"))
+        next(objects.task_pods(served(server), "ns", "c"))
 
 
 # --- the reaper's requests ---------------------------------------------------------------
@@ -142,8 +144,47 @@ def test_the_reaper_reads_json_jobs_and_acts_through_kube_within_its_role():
     asked = {(call.split()[0], call.split("/namespaces/ns/")[1].split("/")[0]) for call in server.calls}
     assert asked <= REAPER_ROLE, asked - REAPER_ROLE
     # `tfhelm status` reads the reaper's Events through the same door
-    (line,) = report.reaper_lines(served(server).events_of("ns", "Job", "c-worker"))
+    (line,) = report.reaper_lines(objects.events_of(served(server), "ns", "Job", "c-worker"))
     assert "TFClusterReaped: done: x" in line
+
+
+def test_kube_reads_are_the_apis_json_and_the_cluster_domain_reads_them_like_models():
+    """One shape out of the door: plain dicts; the cluster domain wraps the few objects its
+    pure code reads like client models (training, report), and keeps pods as JSON."""
+    server = FakeApiServer()
+    reaper_cluster(server)
+    kube = served(server)
+    sel = objects.selector("c")
+    reads = [kube.read("Job", "ns", "c-worker"), *kube.items("Job", "ns", sel), *kube.each("Service", "ns", sel),
+             *kube.deployments("ns", sel), *kube.listing("Job", "ns", sel)[0], *kube.metadata("Job", "ns", sel)]
+    assert len(reads) == 7 and all(type(r) is dict for r in reads), reads
+    jobs, deployments = objects.workloads(kube, "ns", "c")
+    assert [j.metadata.name for j in jobs] == ["c-worker"] and [d.metadata.name for d in deployments] == ["c-ps-0"]
+    assert jobs[0].metadata.creation_timestamp.year == 2026 and jobs[0].spec.completions == 2
+    assert [j.metadata.name for j in objects.tf_workloads(kube, "ns")[0]] == ["c-worker"]
+    assert objects.delete_jobs(kube, "ns", "c") == ["c-worker"] and objects.of(kube, "ns", "c").jobs == []
+    assert "/apis/batch/v1/namespaces/ns/jobs/c-worker" not in server.objects
+
+
+def test_simulated_nodes_are_told_by_where_the_clusters_pods_ran():
+    server = FakeApiServer()
+    kube = served(server)
+
+    def pod(name: str, node: str) -> None:
+        server.put(f"/api/v1/namespaces/ns/pods/{name}",
+                   {"metadata": {"name": name, "labels": {CLUSTER_LABEL: "c"}}, "spec": {"nodeName": node}})
+    server.put("/api/v1/nodes/kwok-0", {"metadata": {"name": "kwok-0",
+                                                     "annotations": {"kwok.x-k8s.io/node": "fake"}}})
+    server.put("/api/v1/nodes/real-0", {"metadata": {"name": "real-0"}})
+    pod("c-worker-0", "")
+    assert objects.ran_only_on_simulated_nodes(kube, "ns", "c") is False, "none was scheduled"
+    pod("c-worker-1", "kwok-0")
+    assert objects.ran_only_on_simulated_nodes(kube, "ns", "c") is True
+    server.refuse["GET /api/v1/nodes"] = (403, 'nodes is forbidden: User "alice" cannot list resource "nodes"')
+    assert objects.ran_only_on_simulated_nodes(kube, "ns", "c") is False, "no nodes seen: said real"
+    del server.refuse["GET /api/v1/nodes"]
+    pod("c-worker-2", "real-0")
+    assert objects.ran_only_on_simulated_nodes(kube, "ns", "c") is False
 
 
 def test_the_reapers_refusals_are_typed_errors_it_can_tell_apart():

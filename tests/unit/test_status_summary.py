@@ -11,13 +11,13 @@ from kubernetes import client as k8s
 from tfhelm.api import Status
 from tfhelm.cluster import progress, report, training
 from tfhelm.commands import status
-from tfhelm.kube import JsonObject
+from tfhelm.jsonobject import JsonObject
 
 from .test_cli_output import job, ps
 
 
 def pod(role, index, phase="Running", restarts=0, waiting="", deleting=False, node="n1"):
-    """A task pod as the API's JSON (what `Kube.task_pods` yields)."""
+    """A task pod as the API's JSON (what `cluster.objects.task_pods` yields)."""
     state = {"waiting": {"reason": waiting}} if waiting else {"running": {}}
     meta = {"name": f"m-{role}-{index}-x", "labels": {"tfhelm.io/role": role}}
     if role == "worker":  # Indexed Job pods carry their index as an annotation

@@ -181,8 +181,12 @@ class FakeKube:
     def watch_succeeded_pods(self, watches, namespace, selector, rv, timeout):
         return self.watch(watches, "Pod", namespace, selector, rv, timeout)
 
-    def ran_only_on_simulated_nodes(self, namespace, cluster):
-        return True
+    def each(self, kind, namespace, selector=None, *, fields=None, **options):
+        """Where the pods ran (objects.ran_only_on_simulated_nodes asks at the end): on a
+        kwok node."""
+        if kind == "Node":
+            return iter([{"metadata": {"name": "kwok-0", "annotations": {"kwok.x-k8s.io/node": "fake"}}}])
+        return iter([] if "spec.nodeName!=kwok-0" in fields else [{"metadata": {"name": "c-worker-0"}}])
 
 
 def plain_console():

@@ -3,8 +3,9 @@ from decimal import Decimal
 
 import pytest
 
+from tfhelm.contract import CLUSTER_LABEL
 from tfhelm.errors import AdmissionRefused, ClusterUnreachable, Forbidden, SpecError, TfhelmError
-from tfhelm.kube import CLUSTER_LABEL, Kube
+from tfhelm.kube import Kube
 from tfhelm.workspace import actions, userspec
 from tfhelm.workspace.userspec import UserOptions, cluster_values_for_user, compute_user_values
 

@@ -79,7 +79,7 @@ def get(name: str, namespace: str | None = None) -> Cluster:
 
     cluster = Cluster(name, namespace)
     installed = cluster._installed()
-    if not (installed.ps or installed.workload or any(cluster.kube.workloads(cluster.namespace, name))):
+    if not (installed.ps or installed.workload or any(cluster._workloads())):
         raise SpecError("NAME", f"no TF cluster '{name}' in namespace {cluster.namespace}",
                         "see `tfhelm list -n NAMESPACE`")
     return cluster
@@ -245,6 +245,12 @@ class Cluster:
 
         return installed.find(self.name, self.namespace, self.helm)
 
+    def _workloads(self) -> tuple[list, list]:
+        """The cluster's Jobs and Deployments, read like client models."""
+        from tfhelm.cluster import objects
+
+        return objects.workloads(self.kube, self.namespace, self.name)
+
     def values(self) -> ClusterValues:
         """The cluster's chart values (as installed), normalized."""
         if self._values is None:
@@ -273,7 +279,7 @@ class Cluster:
         """The training's state from its Jobs alone: Complete, Failed, Running or Serving."""
         from tfhelm.cluster.training import job_rows, training_state
 
-        return training_state(job_rows(self.kube.workloads(self.namespace, self.name)[0]))
+        return training_state(job_rows(self._workloads()[0]))
 
     @raises_api_errors
     def wait(self, timeout: float = 3600, progress: bool | None | display.Bars = None,
@@ -283,8 +289,8 @@ class Cluster:
         A failed training raises TrainingFailed with the tasks' error lines, unless `check=False`;
         TimedOut after `timeout` seconds. (The servers of an in-graph cluster without a chief
         never finish: wait for them with `wait_serving()`, or `strategy()`.)"""
+        from tfhelm.cluster import objects, report
         from tfhelm.cluster import progress as waits
-        from tfhelm.cluster import report
         from tfhelm.errors import TrainingFailed
 
         outcome, simulated = waits.wait_for_training(self.kube, self.namespace, self.name, self._shape(),
@@ -292,7 +298,8 @@ class Cluster:
                                                      queued=bool(self.queue_name()))
         errors = ()
         if outcome != "Complete" and not simulated:  # the tasks' own error lines: one read of the pods
-            errors = tuple(report.error_lines(report.task_rows(self.kube.task_pods(self.namespace, self.name))))
+            pods = objects.task_pods(self.kube, self.namespace, self.name)
+            errors = tuple(report.error_lines(report.task_rows(pods)))
         if check and outcome != "Complete":
             raise TrainingFailed(f"{self.namespace}/{self.name}: training failed" + (f": {errors[0]}" if errors else ""))
         return Outcome(outcome, simulated, errors)
@@ -406,7 +413,7 @@ class Cluster:
         """What still runs, in a few words (after an interrupted `tfhelm up --wait`)."""
         from tfhelm.cluster import report, training
 
-        jobs, deployments = self.kube.workloads(self.namespace, self.name)
+        jobs, deployments = self._workloads()
         ps, ready = report.ps_counts(deployments)
         return (f"training {training.training_state(training.job_rows(jobs)).lower()}, "
                 + (f"{ps} parameter server(s) ({ready} ready), which run until reaped" if ps

@@ -14,7 +14,7 @@ def namespace_of(namespace: str | None) -> str:
 
     if namespace is not None:
         return validate_namespace(namespace)
-    from tfhelm.kube import current_namespace
+    from tfhelm.kubeconfig import current_namespace
 
     return validate_namespace(current_namespace(), "namespace of the kubeconfig's context")
 

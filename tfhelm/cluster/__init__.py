@@ -9,6 +9,8 @@ Pure, no I/O:
 - `report`: the rows and summary `tfhelm status` and `tfhelm list` show.
 
 Through Helm and Kube:
+- `objects`: which of the API's objects are the cluster's (by its labels): its pods (JSON),
+  Jobs, Deployments, PVCs and the reaper's Events (read like models), where its pods ran.
 - `deploy`: install, upgrade, undo, remove (`tfhelm up`, `down`); `lock`: its install lock.
 - `installed`: a cluster's releases as Helm lists them, and what an upgrade changes.
 - `gitops`: the same values as files for Argo CD and Flux (`tfhelm render`).

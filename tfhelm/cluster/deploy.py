@@ -18,10 +18,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
 from tfhelm import releases, yamlio
-from tfhelm.cluster import code_configmap, manifests, spec, training
+from tfhelm.cluster import code_configmap, manifests, objects, spec
 from tfhelm.cluster.installed import Change, Installed, ReplaceRefused, change_of, find
 from tfhelm.cluster.values import ClusterOptions, ClusterValues, cluster_values
-from tfhelm.contract import CLUSTER_LABEL
 from tfhelm.errors import SpecError, TfhelmError
 
 if TYPE_CHECKING:  # the clients are passed in; importing them costs the kubernetes client
@@ -192,8 +191,8 @@ class _Found:
 def _look(p: Plan, helm: Helm, kube: Kube) -> _Found:
     """The cluster's releases (Helm), Jobs and PVCs, read at once."""
     with ThreadPoolExecutor(2, thread_name_prefix="tfhelm-read") as pool:
-        jobs = pool.submit(lambda: kube.objects(p.namespace, p.name).jobs)
-        pvcs = pool.submit(kube.pvc_names, p.namespace, p.name)
+        jobs = pool.submit(lambda: objects.of(kube, p.namespace, p.name).jobs)
+        pvcs = pool.submit(objects.pvc_names, kube, p.namespace, p.name)
         installed = find(p.name, p.namespace, helm, field="--name")  # refuses other charts' releases
         return _Found(installed, jobs.result(), pvcs.result())
 
@@ -224,14 +223,15 @@ def _install(p: Plan, code: dict | None, rendered: dict[str, list[dict]], found:
     found_code = kube.read("ConfigMap", p.namespace, code["metadata"]["name"]) if code else None
     try:
         shipped = [code] if code and found_code is None else []
-        objects = [o for r in p.releases for o in rendered[r.name]]
-        drift = kube.dry_run_apply(p.namespace, shipped + objects + _probes(kube, p.namespace, objects))
+        in_releases = [o for r in p.releases for o in rendered[r.name]]
+        drift = kube.dry_run_apply(p.namespace, shipped + in_releases + _probes(kube, p.namespace, in_releases))
         notify(f"the API server admits every object of {p.namespace}/{p.name} (server-side dry run)")
         for d in drift:
             notify(f"drift: {d}; set back to the chart's value")
         if rerun or change.replaced:  # asked to replace: stop the old tasks before new ones start
             notify("stopping the replaced Jobs' tasks (their pods stop on SIGTERM) before the new ones start")
-            for name in kube.delete_jobs(p.namespace, p.name, None if rerun else [j.name for j in change.replaced]):
+            for name in objects.delete_jobs(kube, p.namespace, p.name,
+                                            None if rerun else [j.name for j in change.replaced]):
                 notify(f"deleted Job {p.namespace}/{name}{' for a new run' if rerun else ''}; its pods are gone")
         if code:
             made_code = _ship(kube, p.namespace, code, found_code, notify)
@@ -315,7 +315,7 @@ def _undo(p: Plan, helm: Helm, kube: Kube, created: list[str], pvcs_before: set[
         remove_release(kube, p.namespace, p.name, name)
     if made_namespace:
         return  # up() deletes it, with everything in it, once the lock is released
-    for pvc in sorted(kube.pvc_names(p.namespace, p.name) - pvcs_before):
+    for pvc in sorted(objects.pvc_names(kube, p.namespace, p.name) - pvcs_before):
         notify(f"removing PersistentVolumeClaim {p.namespace}/{pvc} again (made by this attempt)")
         kube.delete_pvc(p.namespace, pvc)
 
@@ -330,7 +330,7 @@ def remove_release(kube: Kube, namespace: str, name: str, release: str) -> relea
     """One release of cluster `name` removed by its labels, never by its record (whoever may
     write Secrets in the namespace may rewrite that: tfhelm/releases.py). PVCs stay (Helm's
     keep), unless `storage.keepOnUninstall` was false."""
-    return releases.remove(kube, namespace, release, RELEASE_KINDS, selector=f"{CLUSTER_LABEL}={name}")
+    return releases.remove(kube, namespace, release, RELEASE_KINDS, selector=objects.selector(name))
 
 
 def down(name: str, namespace: str, helm: Helm, kube: Kube, purge: bool = False,
@@ -345,7 +345,7 @@ def down(name: str, namespace: str, helm: Helm, kube: Kube, purge: bool = False,
         if remove_release(kube, namespace, name, release).found:
             found = True
             notify(f"uninstalled release {namespace}/{release} (its objects, by their labels; no hooks run)")
-    released = kube.release_tracking_finalizers(namespace, f"{CLUSTER_LABEL}={name}")
+    released = kube.release_tracking_finalizers(namespace, objects.selector(name))
     if released:  # its Jobs are gone: nothing to count, and nothing must keep the pods
         notify(f"released {len(released)} pod(s) of its deleted Jobs from the Job controller's finalizer")
     # Its owner's deletion removes it too, but in the background (and an `up` killed before
@@ -356,7 +356,7 @@ def down(name: str, namespace: str, helm: Helm, kube: Kube, purge: bool = False,
 
     lock.remove(kube, namespace, name)  # the install lock's Lease, released by the last `up`
     if purge:
-        for pvc in kube.delete_pvcs(namespace, name):
+        for pvc in objects.delete_pvcs(kube, namespace, name):
             found = True
             notify(f"deleted PersistentVolumeClaim {namespace}/{pvc}")
         for line in kept_volumes(name, namespace, volumes, mounted):
@@ -368,10 +368,10 @@ def claims_of(kube: Kube, namespace: str, name: str) -> dict:
     """The volumes a cluster mounts but did not make (a user's logs and data volumes), as
     the `storage.*.existingClaim` values they came from, read from its running objects (not
     from its release's stored values, which whoever writes Secrets there may rewrite)."""
-    objects = kube.objects(namespace, name)
-    own = {p.metadata.name for p in objects.pvcs}
+    found = objects.of(kube, namespace, name)
+    own = {p.metadata.name for p in found.pvcs}
     storage: dict = {}
-    for workload in [*objects.jobs, *objects.deployments]:
+    for workload in [*found.jobs, *found.deployments]:
         for volume in workload.spec.template.spec.volumes or []:
             claim = volume.persistent_volume_claim
             if volume.name in ("logs", "data") and claim and claim.claim_name not in own:
@@ -407,7 +407,7 @@ def remove_interrupted(name: str, namespace: str, helm: Helm, kube: Kube) -> boo
     """Remove the PS release of an interrupted install (no workload release, no Jobs):
     nothing trains, so nothing is lost. False when the cluster is not in that state."""
     found = find(name, namespace, helm, values=False)
-    if not found.interrupted or kube.objects(namespace, name).jobs:
+    if not found.interrupted or objects.of(kube, namespace, name).jobs:
         return False
     return remove_release(kube, namespace, name, spec.ps_release(name)).found
 

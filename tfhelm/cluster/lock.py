@@ -22,8 +22,9 @@ import socket
 import threading
 from datetime import datetime, timedelta, timezone
 
+from tfhelm.contract import CLUSTER_LABEL
 from tfhelm.errors import TfhelmError, UsageError
-from tfhelm.kube import CLUSTER_LABEL, JsonObject
+from tfhelm.jsonobject import JsonObject
 
 DURATION = 30  # seconds a Lease holds without renewal: the most any Lease is taken to hold
 RENEW_EVERY = 10

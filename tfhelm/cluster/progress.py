@@ -10,17 +10,22 @@ from __future__ import annotations
 import queue
 import threading
 import time
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn
 
 from tfhelm.apierrors import refusal
-from tfhelm.cluster import feed, report, training
+from tfhelm.cluster import feed, objects, report, training
 from tfhelm.cluster.spec import Shape
 from tfhelm.console import printable
 from tfhelm.errors import TimedOut, TrainingFailed
-from tfhelm.contract import KUEUE_JOB_UID
-from tfhelm.kube import CLUSTER_LABEL, ROLE_LABEL, JsonObject, Kube, Watches
+from tfhelm.contract import KUEUE_JOB_UID, ROLE_LABEL
+from tfhelm.jsonobject import JsonObject
+from tfhelm.watches import Watches
+
+if TYPE_CHECKING:  # passed in
+    from tfhelm.kube import Kube
 
 JOB_ROLES = ("chief", "worker", "evaluator")
 
@@ -42,7 +47,7 @@ def feeds(kube: Kube, namespace: str, name: str, finishing: str, events: queue.Q
     """The cluster's Jobs, PS Deployments and `finishing` Succeeded pods onto `events`; a
     queued cluster's Kueue Workloads too (those of the namespace's Jobs: the worker Job's uid
     is not known yet)."""
-    sel, stop = f"{CLUSTER_LABEL}={name}", threading.Event()
+    sel, stop = objects.selector(name), threading.Event()
     ps, pods = f"{sel},{ROLE_LABEL}=ps", f"{sel},{ROLE_LABEL}={finishing}"
 
     def of(name: str, what: str, kind: str, selector: str) -> feed.Feed:
@@ -148,7 +153,7 @@ def wait_for_training(kube: Kube, namespace: str, name: str, shape: Shape, displ
     finally:
         feed.end(running, watches.stop)
         bars.stop()
-    return outcome, kube.ran_only_on_simulated_nodes(namespace, name)
+    return outcome, objects.ran_only_on_simulated_nodes(kube, namespace, name)
 
 
 def _standing(kube: Kube, namespace: str, jobs: list[training.JobRow], seen: "_Seen") -> str | None:

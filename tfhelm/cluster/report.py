@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from typing import Iterable
 
-from tfhelm.cluster import queue
+from tfhelm.cluster import objects, queue
 from tfhelm.cluster.queue import QueueInfo
 from tfhelm.cluster.spec import ROLES
 from tfhelm.contract import CLUSTER_LABEL, KUEUE_JOB_UID, ROLE_LABEL, TASK_INDEX_LABEL
@@ -217,9 +217,9 @@ def collect(kube, namespace: str, name: str, installed) -> dict:
     paged JSON); a usage error when there is no such cluster."""
     from tfhelm.errors import SpecError
 
-    jobs, deployments = kube.workloads(namespace, name)
+    jobs, deployments = objects.workloads(kube, namespace, name)
     done = SucceededTasks()
-    tasks = task_rows(map(done.note, kube.task_pods(namespace, name)))
+    tasks = task_rows(map(done.note, objects.task_pods(kube, namespace, name)))
     if not (tasks or jobs or deployments or installed.ps or installed.workload):
         raise SpecError("NAME", f"no TF cluster '{name}' in namespace {namespace}", "see `tfhelm list -n NAMESPACE`")
     gone = [] if installed.interrupted else gone_jobs(jobs, deployments)  # never made, then
@@ -260,7 +260,7 @@ def queue_info(kube, namespace: str, jobs: list[JobRow], now: datetime | None = 
 def job_events(kube, namespace: str, jobs: list) -> list:
     """The Events on a cluster's Jobs (the reaper records its decisions there): one small
     list per Job."""
-    return [ev for job in jobs for ev in kube.events_of(namespace, "Job", job.metadata.name)]
+    return [ev for job in jobs for ev in objects.events_of(kube, namespace, "Job", job.metadata.name)]
 
 
 @dataclass
@@ -307,11 +307,11 @@ def list_clusters(kube, namespace: str | None) -> list[ClusterRow]:
     """`tfhelm list`: the rows from the Jobs and Deployments; while some training runs, its
     Succeeded pods too (metadata only), so the rule is the one status and the reaper apply;
     with queued clusters, the namespace's Kueue Workloads (one list)."""
-    jobs, deployments = kube.tf_workloads(namespace)
+    jobs, deployments = objects.tf_workloads(kube, namespace)
     rows = cluster_rows(jobs, deployments)
     if any(r.training == "Running" for r in rows):
         done = SucceededTasks()
-        for pod in kube.tf_succeeded_pods(namespace):
+        for pod in objects.tf_succeeded_pods(kube, namespace):
             done.add(pod["metadata"])
         rows = cluster_rows(jobs, deployments, done)
     queued = {(j.metadata.namespace, j.metadata.uid): r for j in jobs

@@ -10,7 +10,7 @@ from typing import Callable, TypeVar
 
 from urllib3.exceptions import HTTPError
 
-from tfhelm.cluster import report
+from tfhelm.cluster import objects, report
 from tfhelm.errors import TfhelmError
 from tfhelm.kube import Kube
 
@@ -41,7 +41,7 @@ def tasks(kube: Kube, namespace: str, name: str, task: str | None = None) -> lis
         for pod in pods:
             shown[pod["metadata"]["name"]] = log_containers(pod)
             yield pod
-    return [(r, shown[r.pod]) for r in report.task_rows(remember(kube.task_pods(namespace, name)))
+    return [(r, shown[r.pod]) for r in report.task_rows(remember(objects.task_pods(kube, namespace, name)))
             if task is None or r.task == task]
 
 

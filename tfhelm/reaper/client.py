@@ -7,12 +7,18 @@ from __future__ import annotations
 import os
 import socket
 from datetime import datetime, timezone
+from typing import TYPE_CHECKING
 
 from tfhelm.apierrors import refusal
 from tfhelm.cluster import spec
 from tfhelm.contract import QUEUE_GATE
-from tfhelm.kube import Gone, JsonObject, Kube, Watches
+from tfhelm.errors import Gone
+from tfhelm.jsonobject import JsonObject
 from tfhelm.reaper import rules
+from tfhelm.watches import Watches
+
+if TYPE_CHECKING:  # passed in
+    from tfhelm.kube import Kube
 
 __all__ = ["Gone", "KubeReapClient"]
 # Seconds one request of the reaper may take (its lists and watches bound their own).

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
 from tfhelm import releases
+from tfhelm.contract import CLUSTER_LABEL
 from tfhelm.errors import AdmissionRefused, Forbidden, SpecError, TfhelmError
-from tfhelm.kube import CLUSTER_LABEL
 from tfhelm.workspace import userspec
 
 if TYPE_CHECKING:

@@ -195,6 +195,8 @@ _RESOURCES = {
     "PriorityClass": ("/apis/scheduling.k8s.io/v1", "priorityclasses"),
     "PodMonitor": ("/apis/monitoring.coreos.com/v1", "podmonitors"),
     "PrometheusRule": ("/apis/monitoring.coreos.com/v1", "prometheusrules"),
+    # Kubernetes' own gang scheduling (alpha in 1.36; tf-cluster `gang.enabled`, docs/gang.md).
+    "PodGroup": ("/apis/scheduling.k8s.io/v1alpha2", "podgroups"),
     # Kueue's (when it is installed): the queue of a cluster (docs/queue.md).
     "Workload": (KUEUE_API, "workloads"),
     "LocalQueue": (KUEUE_API, "localqueues"),

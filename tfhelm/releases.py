@@ -34,8 +34,9 @@ INSTANCE = "app.kubernetes.io/instance"
 KEEP = ("helm.sh/resource-policy", "keep")
 # Helm's own labels on a release record (its Secret driver); `helm list` selects by them.
 RECORD_LABELS = "owner=helm,name={release}"
-# Kinds a release may hold that a cluster may not serve (CRDs) or a tenant may not list.
-OPTIONAL = frozenset({"PodMonitor", "PrometheusRule", "StorageClass", "LocalQueue", "ClusterQueue"})
+# Kinds a release may hold that a cluster may not serve (CRDs, alpha APIs) or a tenant may not list.
+OPTIONAL = frozenset({"PodMonitor", "PrometheusRule", "StorageClass", "LocalQueue", "ClusterQueue",
+                      "PodGroup"})
 CLUSTER_SCOPED = frozenset({"StorageClass", "ClusterQueue"})
 RELEASE_NAMESPACE = "meta.helm.sh/release-namespace"
 

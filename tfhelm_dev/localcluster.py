@@ -52,6 +52,10 @@ STORAGE_CLASS = "standard"
 # No Service may claim an external IP: kube-proxy would send that address's traffic, from
 # every pod and node, to the Service's pods (CVE-2020-8554).
 DENY_EXTERNAL_IPS = "DenyServiceExternalIPs"
+# Kubernetes 1.36's alpha gang scheduling (docs/gang.md): the feature gates of the API server,
+# controller manager and scheduler, and the alpha API the PodGroups are served by.
+GANG_FEATURE_GATES = "GenericWorkload=true,GangScheduling=true"
+GANG_RUNTIME_CONFIG = "scheduling.k8s.io/v1alpha2=true"
 # What `make testenv` puts in bin/ (and in the per-version cache).
 BINARIES = ("kwokctl", "kwok", "etcd", "kube-apiserver", "kube-controller-manager",
             "kube-scheduler", "kubectl", "kwok-stages.yaml", *localnode.NODE_BINARIES)
@@ -229,6 +233,14 @@ def _kwokctl_config(bins: Path, real: int) -> str:
         "kubeControllerManagerBinary": str(bins / "kube-controller-manager"),
         "kubeSchedulerBinary": str(bins / "kube-scheduler"),
         "kubectlBinary": str(bins / "kubectl"),
+        # Kubernetes' alpha gang scheduling (tf-cluster `gang.enabled`, docs/gang.md): kwokctl
+        # passes the gates to kube-apiserver, kube-controller-manager (the PodGroup protection
+        # controller removes the finalizer the API server puts on every PodGroup) and
+        # kube-scheduler (the GangScheduling plugin), and serves the PodGroup API. Additive: a
+        # pod that names no PodGroup is scheduled as before; WorkloadWithJob stays off, so the
+        # Job controller makes no PodGroup of its own for any Job.
+        "kubeFeatureGates": GANG_FEATURE_GATES,
+        "kubeRuntimeConfig": GANG_RUNTIME_CONFIG,
     }
     config = {
         "apiVersion": "config.kwok.x-k8s.io/v1alpha1",

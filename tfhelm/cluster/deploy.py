@@ -321,8 +321,8 @@ def _undo(p: Plan, helm: Helm, kube: Kube, created: list[str], pvcs_before: set[
 
 
 # A tf-cluster release's kinds, in the order they go: the tasks first, RBAC last.
-RELEASE_KINDS = ("Job", "Deployment", "Pod", "Service", "ConfigMap", "NetworkPolicy", "PodMonitor",
-                 "PrometheusRule", "PersistentVolumeClaim", "StorageClass", "RoleBinding", "Role",
+RELEASE_KINDS = ("Job", "Deployment", "Pod", "PodGroup", "Service", "ConfigMap", "NetworkPolicy",
+                 "PodMonitor", "PrometheusRule", "PersistentVolumeClaim", "StorageClass", "RoleBinding", "Role",
                  "ServiceAccount")
 
 

@@ -14,7 +14,8 @@ The cluster's generation: a short hash of what its pods are made from (every val
 carries: `test`, `monitoring`, `networkPolicy`, `commonAnnotations`, `enabled` and the library subchart's key `tf-cluster-lib`; plus the chart's version).
 Of `queue` only whether there is one counts (the gated pods differ): its name and priority
 are labels of the worker Job, changed in place, and a cluster without a queue keeps the
-generation it had before `queue` existed. Null values
+generation it had before `queue` existed. Of `gang` likewise only whether it is on (the pods name
+the PodGroup; a cluster without it keeps its generation). Null values
 are left out of the hash: Helm 3 keeps the chart's null defaults, Helm 4 drops them, and
 both must name the Jobs alike. Both releases of a split cluster compute the same one. A Job's pod template
 cannot change in place, so a Job's name carries the generation: a change makes Helm (or
@@ -23,10 +24,10 @@ its ReplicaSets, and `helm rollback` brings the old names back. tfhelm reads it 
 rendered chart (the config ConfigMap), never recomputes it.
 */}}
 {{- define "tf-cluster.generation" -}}
-{{- $v := omit .Values "components" "reaper" "test" "monitoring" "networkPolicy" "commonAnnotations" "enabled" "tf-cluster-lib" "queue" | toJson -}}
+{{- $v := omit .Values "components" "reaper" "test" "monitoring" "networkPolicy" "commonAnnotations" "enabled" "tf-cluster-lib" "queue" "gang" | toJson -}}
 {{- $v = regexReplaceAll `"[^"]*":null,?` $v "" | replace ",}" "}" -}}
 {{- $length := (include "tf-cluster.contract" . | fromYaml).names.generationLength -}}
-{{- printf "%s/%s/%s%s" .Chart.Version .Chart.AppVersion $v (ternary "/queued" "" (include "tf-cluster.queued" . | empty | not)) | sha256sum | trunc (int $length) -}}
+{{- printf "%s/%s/%s%s%s" .Chart.Version .Chart.AppVersion $v (ternary "/queued" "" (include "tf-cluster.queued" . | empty | not)) (ternary "/gang" "" (include "tf-cluster.gang" . | empty | not)) | sha256sum | trunc (int $length) -}}
 {{- end }}
 
 {{/* Job of a Job role; pod i's hostname is `<job>-<i>`. Call with (dict "root" $ "role" "worker").

@@ -67,6 +67,7 @@ spec:
   schedulerName: {{ . | toJson }}
   {{- end }}
   {{- with include "tf-cluster.queueGate" (dict "root" $root "role" $role) }}{{ . | trim | nindent 2 }}{{ end }}
+  {{- with include "tf-cluster.gangGroup" (dict "root" $root) }}{{ . | trim | nindent 2 }}{{ end }}
   {{- with include "tf-cluster.placement" (dict "root" $root "r" $r) }}{{ . | trim | nindent 2 }}{{ end }}
   {{- if or $fetch $packages }}
   initContainers:

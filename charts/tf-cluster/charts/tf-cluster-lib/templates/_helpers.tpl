@@ -79,6 +79,9 @@ NOTES.txt, so `helm install` and `helm template` (Argo CD) both fail with the me
 {{- if and $v.metrics.enabled (eq (int $v.metrics.port) (int $v.port)) -}}
 {{- fail (printf "metrics.port %d is the TensorFlow servers' port: choose another one" (int $v.metrics.port)) -}}
 {{- end -}}
+{{- if and $v.gang.enabled $v.queue.name -}}
+{{- fail (printf "gang.enabled and queue.name %q exclude each other: Kueue already admits the cluster as one (docs/queue.md); Kubernetes gang scheduling (docs/gang.md) is the way without Kueue. Set one of them" $v.queue.name) -}}
+{{- end -}}
 {{- if and (eq $v.components "ps") (eq (int $v.ps.replicas) 0) -}}
 {{- fail "components is \"ps\" but ps.replicas is 0: this release would be empty" -}}
 {{- end -}}

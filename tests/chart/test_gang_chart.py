@@ -127,7 +127,7 @@ def test_tfhelm_knows_the_pod_group_kind():
     assert "PodGroup" in deploy.RELEASE_KINDS
     assert "PodGroup" in releases.OPTIONAL
     assert "PodGroup" in helm_module.UNINSTALLABLE
-    from tfhelm.kube import _RESOURCES
+    from tfhelm.kuberest import _RESOURCES
     assert _RESOURCES["PodGroup"] == ("/apis/scheduling.k8s.io/v1alpha2", "podgroups")
 
 

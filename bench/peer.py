@@ -84,6 +84,7 @@ import peerlib  # noqa: E402
 import scale  # noqa: E402  (the cluster, command runner, machine facts)
 from scale import REPO, log, run  # noqa: E402
 
+from tfhelm import yamlio  # noqa: E402
 from tfhelm_dev import localnode  # noqa: E402
 
 NAME = "peer"
@@ -527,8 +528,9 @@ def tfjob_file(env: Env, shape: list, ns: str, workers: int, ps: int, script_arg
         raise RuntimeError(f"tfhelm render: {r.first_error()}")
     docs = [d for d in yaml.safe_load_all(r.out) if d]
     path = env.tmp / f"tfjob-{ns}.yaml"
-    path.write_text(yaml.safe_dump_all(peerlib.tfjob_manifests(docs, NAME, ns, workers, ps, *TFJOB_RESTART),
-                                       sort_keys=False))
+    # tfhelm's dumper: a generation label like 6e1234 stays a string for kubectl.
+    path.write_text(yamlio.dump_all(peerlib.tfjob_manifests(docs, NAME, ns, workers, ps, *TFJOB_RESTART),
+                                    sort_keys=False))
     return path
 
 

@@ -4,6 +4,8 @@ the fallback, with the same results (the C emitter only folds long strings diffe
 
 from __future__ import annotations
 
+import re
+
 import yaml
 
 _BaseLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -27,5 +29,22 @@ def load_docs(text: str | bytes) -> list[dict]:
     return [d for d in yaml.load_all(text, Loader=Loader) if d]
 
 
+class Dumper(_Dumper):  # type: ignore[misc, valid-type]
+    """Quotes every string a Go reader (Helm, kubectl, Argo CD: YAML 1.2's numbers) would take
+    for a float: PyYAML (YAML 1.1) writes `6e1234` and `1e10` plain, as strings need a dot to
+    be floats there, and `kubectl apply` then refuses a label `tfhelm.io/generation: 6e1234`
+    (a cluster's generation is six hex digits) and Helm reads an image tag `1e10` as 1e+10."""
+
+
+# Go's (go-yaml, through sigs.k8s.io/yaml) float, less what PyYAML already quotes.
+Dumper.add_implicit_resolver("tag:yaml.org,2002:float",
+                             re.compile(r"^[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?$"),
+                             list("-+.0123456789"))
+
+
 def dump(data, **options) -> str:
-    return yaml.dump(data, Dumper=_Dumper, **options)
+    return yaml.dump(data, Dumper=Dumper, **options)
+
+
+def dump_all(docs, **options) -> str:
+    return yaml.dump_all(docs, Dumper=Dumper, **options)

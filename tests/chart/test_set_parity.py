@@ -75,3 +75,19 @@ def test_values_files_are_the_lowest_precedence(tmp_path):
                                  "--values-only"])
     (ps, workload) = [d for d in yaml.safe_load_all(result.stdout) if d]
     assert workload["worker"] == {"replicas": 4, "gpus": 1}
+
+
+def test_a_values_file_written_for_gitops_reads_the_same_in_helm(tmp_path):
+    """`--values-only` (a GitOps repo's values file) read by Helm, whose YAML is Go's: strings
+    Go would read as numbers stay strings (an image tag 1e10, not 1e+10)."""
+    out = runner.invoke(app, ["render", "m", "-n", "team-a", "--ps", "0", "--values-only", "--one-release",
+                              "--set-string", "image.tag=1e10,worker.podLabels.build=6e1234"])
+    assert out.exit_code == 0, out.output
+    values = tmp_path / "values.yaml"
+    values.write_text(out.stdout)
+    theirs = helm("template", "m", str(chart_path("tf-cluster")), "-n", "team-a", "-f", str(values))
+    assert theirs.returncode == 0, theirs.stderr
+    (job,) = [d for d in objects(theirs.stdout) if d["kind"] == "Job" and "worker" in d["metadata"]["name"]]
+    pod = job["spec"]["template"]
+    (tf,) = [c for c in pod["spec"]["containers"] if c["name"] == "tensorflow"]
+    assert tf["image"].endswith(":1e10") and pod["metadata"]["labels"]["build"] == "6e1234"

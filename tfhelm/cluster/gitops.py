@@ -3,8 +3,7 @@ complete for a controller that only runs Helm (Argo CD, Flux). Pure."""
 
 from __future__ import annotations
 
-import yaml
-
+from tfhelm import yamlio
 from tfhelm.chart import deep_merge
 from tfhelm.cluster.deploy import Plan, Release
 
@@ -30,4 +29,4 @@ def releases(p: Plan, one: bool = False) -> list[Release]:
 
 def values_yaml(p: Plan, one: bool = False) -> str:
     return "".join(f"---\n# release: {r.name} (namespace {p.namespace})\n"
-                   + yaml.safe_dump(r.values, sort_keys=False) for r in releases(p, one))
+                   + yamlio.dump(r.values, sort_keys=False) for r in releases(p, one))

@@ -100,8 +100,8 @@ HISTORY_MAX = 10  # revisions Helm keeps per release (its own default)
 # What a release of tfhelm's charts may hold in its namespace (cluster-scoped objects such as
 # tf-cluster's optional StorageClass are never uninstalled by Helm here).
 UNINSTALLABLE = frozenset({"Job", "Deployment", "Pod", "PodGroup", "Service", "ConfigMap", "Secret",
-                           "NetworkPolicy", "PodMonitor", "PrometheusRule", "PersistentVolumeClaim", "RoleBinding", "Role",
-                           "ServiceAccount", "ResourceQuota", "LimitRange", "Ingress"})
+                           "NetworkPolicy", "PodMonitor", "PrometheusRule", "PersistentVolumeClaim",
+                           "RoleBinding", "Role", "ServiceAccount", "ResourceQuota", "LimitRange", "Ingress"})
 
 # A chart whose one template prints its `.Values`: what Helm makes of values and --set flags.
 _ECHO_TEMPLATE = """\
